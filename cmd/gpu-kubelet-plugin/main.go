@@ -1,0 +1,178 @@
+// Command gpu-kubelet-plugin is the node plugin of the GPU DRA driver:
+// flags -> config -> run.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+)
+
+type options struct {
+	driverName   string
+	nodeName     string
+	podUID       string
+	kubeconfig   string
+	kubeAPIQPS   float32
+	kubeAPIBurst int
+	kubeletDir   string
+	stateDir     string
+	cdiRoot      string
+	httpEndpoint string
+	printSlices  bool
+	backend      driver.BackendOptions
+}
+
+func main() {
+	if err := newCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
+
+func newCommand() *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:           "gpu-kubelet-plugin",
+		Short:         "Kubernetes DRA kubelet plugin for NVIDIA GPUs",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.printSlices {
+				return printSlices(cmd, o)
+			}
+			ctx, cancel := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer cancel()
+			return run(ctx, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.driverName, "driver-name", "gpu.nvidia.com", "DRA driver name published in ResourceSlices.")
+	f.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "Name of this node (env NODE_NAME).")
+	f.StringVar(&o.podUID, "pod-uid", os.Getenv("POD_UID"), "UID of the plugin pod; enables seamless rolling updates (env POD_UID).")
+	f.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "Kubeconfig file; in-cluster config when empty.")
+	f.Float32Var(&o.kubeAPIQPS, "kube-api-qps", 50, "Sustained API requests per second. client-go's default of 5 would throttle prepare to a handful per second.")
+	f.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "API request burst.")
+	f.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "Kubelet root directory (plugins/ and plugins_registry/ are under it).")
+	f.StringVar(&o.stateDir, "state-dir", "", "Checkpoint and simulator state; default <kubelet-dir>/plugins/<driver-name>.")
+	f.StringVar(&o.cdiRoot, "cdi-root", "/var/run/cdi", "Directory containerd reads CDI specs from.")
+	f.StringVar(&o.httpEndpoint, "http-endpoint", ":9402", "Address for /metrics and /healthz; empty to disable.")
+	f.BoolVar(&o.printSlices, "print-slices", false, "Print the ResourceSlices this node would publish as YAML and exit; needs no cluster.")
+	f.StringVar(&o.backend.SimulateProfile, "simulate", os.Getenv("SIMULATE_PROFILE"), "Simulate GPUs instead of using NVML, e.g. h100x8, a100-40gbx8, a100-80gbx4, h200x8 (env SIMULATE_PROFILE).")
+	f.StringVar(&o.backend.NvidiaSmiStub, "nvidia-smi-stub", "", "nvidia-smi stand-in exposed to simulated containers; default nvidia-smi-sim next to this binary.")
+	f.StringVar(&o.backend.DriverRoot, "driver-root", "/", "Root of the NVIDIA driver installation on the host, e.g. /run/nvidia/driver.")
+	f.StringVar(&o.backend.NVMLLibrary, "nvml-library", "", "Explicit path of libnvidia-ml.so.1; searched under --driver-root when empty.")
+	f.StringVar(&o.backend.HookPath, "nvidia-cdi-hook-path", "", "Host path of nvidia-cdi-hook for CDI hooks.")
+	f.StringVar(&o.backend.SysfsRoot, "sysfs-root", "/sys", "Where to read PCIe topology from.")
+	goflags := flag.NewFlagSet("klog", flag.ExitOnError)
+	klog.InitFlags(goflags)
+	f.AddGoFlagSet(goflags)
+	return cmd
+}
+
+func (o *options) complete() error {
+	if o.nodeName == "" {
+		return fmt.Errorf("--node-name is required (or set NODE_NAME)")
+	}
+	if o.stateDir == "" {
+		o.stateDir = filepath.Join(o.kubeletDir, "plugins", o.driverName)
+	}
+	o.backend.NodeName = o.nodeName
+	o.backend.StateDir = o.stateDir
+	return nil
+}
+
+func printSlices(cmd *cobra.Command, o *options) error {
+	if err := o.complete(); err != nil {
+		return err
+	}
+	if o.backend.SimulateProfile != "" && !cmd.Flags().Changed("state-dir") {
+		// Previewing must not need write access to the kubelet's directory.
+		dir, err := os.MkdirTemp("", "gpu-dra-preview-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		o.backend.StateDir = dir
+	}
+	b, err := driver.OpenBackend(o.backend)
+	if err != nil {
+		return err
+	}
+	res := slices.Build(o.nodeName, b.Inventory)
+	if err := slices.Validate(res); err != nil {
+		return err
+	}
+	return slices.PrintYAML(cmd.OutOrStdout(), slices.Objects(o.driverName, o.nodeName, res))
+}
+
+func run(ctx context.Context, o *options) error {
+	if err := o.complete(); err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx)
+	client, err := newClient(o)
+	if err != nil {
+		return err
+	}
+	backend, err := driver.OpenBackend(o.backend)
+	if err != nil {
+		return err
+	}
+	m := metrics.New()
+	d, err := driver.Start(ctx, driver.Config{
+		DriverName: o.driverName, NodeName: o.nodeName, Client: client, Backend: backend,
+		StateDir: o.stateDir, CDIDir: o.cdiRoot,
+		PluginDir:        filepath.Join(o.kubeletDir, "plugins", o.driverName),
+		RegistrarDir:     filepath.Join(o.kubeletDir, "plugins_registry"),
+		RollingUpdateUID: types.UID(o.podUID),
+		Metrics:          m,
+	})
+	if err != nil {
+		return err
+	}
+	defer d.Stop()
+	if o.httpEndpoint != "" {
+		addr, err := m.Serve(ctx, o.httpEndpoint, d.Live)
+		if err != nil {
+			return fmt.Errorf("serve metrics on %s: %w", o.httpEndpoint, err)
+		}
+		logger.Info("Serving metrics and liveness", "address", addr.String())
+	}
+	logger.Info("GPU kubelet plugin running", "node", o.nodeName, "gpus", len(backend.Inventory.GPUs), "simulated", o.backend.SimulateProfile != "")
+	<-ctx.Done()
+	logger.Info("Shutting down; prepared claims stay prepared")
+	return nil
+}
+
+func newClient(o *options) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("API client config: %w; pass --kubeconfig when running outside a pod", err)
+	}
+	cfg.QPS = o.kubeAPIQPS
+	cfg.Burst = o.kubeAPIBurst
+	cfg.UserAgent = "gpu-kubelet-plugin"
+	return kubernetes.NewForConfig(cfg)
+}

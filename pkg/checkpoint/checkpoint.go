@@ -1,0 +1,217 @@
+// Package checkpoint records which claims this node has prepared, so that a
+// restarted plugin can answer the kubelet and undo work after a crash.
+//
+// Each claim has its own file, written atomically (temp file, fsync,
+// rename). One file per claim keeps unrelated claims from contending on a
+// node-wide lock around disk I/O, and a damaged file costs one claim's
+// record, which Open moves aside so the caller can rebuild it.
+package checkpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Version is the on-disk format version. Files of other versions are
+// treated as unreadable and moved aside.
+const Version = "gpu.nvidia.com/checkpoint/v1"
+
+const fileSuffix = ".json"
+
+// ClaimState is how far preparation of a claim got.
+type ClaimState string
+
+const (
+	// PrepareStarted is written before any device is touched; finding it on
+	// start means the plugin died half-way and must roll back.
+	PrepareStarted ClaimState = "PrepareStarted"
+	// PrepareCompleted means the CDI spec is written and the IDs returned.
+	PrepareCompleted ClaimState = "PrepareCompleted"
+)
+
+// PreparedDevice is one allocated device of a prepared claim.
+type PreparedDevice struct {
+	Requests     []string `json:"requests,omitempty"`
+	Pool         string   `json:"pool"`
+	Device       string   `json:"device"`
+	Type         string   `json:"type"`
+	UUID         string   `json:"uuid,omitempty"`
+	ProductName  string   `json:"productName,omitempty"`
+	CDIDeviceIDs []string `json:"cdiDeviceIDs,omitempty"`
+	// Shared marks devices that other claims may use at the same time
+	// (admin access), so they are not counted as exclusively held.
+	Shared bool `json:"shared,omitempty"`
+}
+
+// PreparedClaim is the record of one claim.
+type PreparedClaim struct {
+	UID       types.UID        `json:"uid"`
+	Namespace string           `json:"namespace"`
+	Name      string           `json:"name"`
+	State     ClaimState       `json:"state"`
+	Devices   []PreparedDevice `json:"devices,omitempty"`
+}
+
+type file struct {
+	Version  string        `json:"version"`
+	Checksum uint32        `json:"checksum"`
+	Claim    PreparedClaim `json:"claim"`
+}
+
+// Store is the set of claim records in one directory.
+type Store struct {
+	dir string
+
+	mu     sync.RWMutex // guards claims only; never held across I/O
+	claims map[types.UID]PreparedClaim
+}
+
+// Recovered describes records Open could not use.
+type Recovered struct {
+	// MovedAside lists damaged files renamed to *.corrupt-<time>.
+	MovedAside []string
+}
+
+// Open loads every record in dir, creating dir if needed. Unreadable,
+// corrupt or foreign-version files are moved aside and reported instead of
+// failing: the plugin must never crash-loop on its own files.
+func Open(dir string) (*Store, Recovered, error) {
+	var rec Recovered
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, rec, fmt.Errorf("create checkpoint dir: %w", err)
+	}
+	s := &Store{dir: dir, claims: map[types.UID]PreparedClaim{}}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, rec, fmt.Errorf("read checkpoint dir: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		path := filepath.Join(dir, name)
+		if strings.HasPrefix(name, ".tmp-") {
+			// A write that never reached its rename.
+			_ = os.Remove(path)
+			continue
+		}
+		if e.IsDir() || !strings.HasSuffix(name, fileSuffix) {
+			continue
+		}
+		claim, err := readFile(path)
+		if err != nil || string(claim.UID)+fileSuffix != name {
+			aside := fmt.Sprintf("%s.corrupt-%d", path, time.Now().UnixNano())
+			if rerr := os.Rename(path, aside); rerr != nil {
+				return nil, rec, fmt.Errorf("move aside damaged checkpoint %s: %w", path, rerr)
+			}
+			rec.MovedAside = append(rec.MovedAside, aside)
+			continue
+		}
+		s.claims[claim.UID] = claim
+	}
+	return s, rec, nil
+}
+
+func readFile(path string) (PreparedClaim, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return PreparedClaim{}, err
+	}
+	var f file
+	if err := json.Unmarshal(data, &f); err != nil {
+		return PreparedClaim{}, fmt.Errorf("decode %s: %w", path, err)
+	}
+	if f.Version != Version {
+		return PreparedClaim{}, fmt.Errorf("%s: unsupported version %q", path, f.Version)
+	}
+	payload, err := json.Marshal(f.Claim)
+	if err != nil {
+		return PreparedClaim{}, err
+	}
+	if crc32.ChecksumIEEE(payload) != f.Checksum {
+		return PreparedClaim{}, fmt.Errorf("%s: checksum mismatch", path)
+	}
+	return f.Claim, nil
+}
+
+// Get returns the record of a claim.
+func (s *Store) Get(uid types.UID) (PreparedClaim, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c, ok := s.claims[uid]
+	return c, ok
+}
+
+// List returns all records.
+func (s *Store) List() []PreparedClaim {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]PreparedClaim, 0, len(s.claims))
+	for _, c := range s.claims {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Put durably writes a claim's record. The directory itself is not fsynced:
+// a record lost to power failure only makes the kubelet prepare the claim
+// again, which is idempotent, and start-up cleans up anything unrecorded.
+func (s *Store) Put(c PreparedClaim) error {
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(file{Version: Version, Checksum: crc32.ChecksumIEEE(payload), Claim: c})
+	if err != nil {
+		return err
+	}
+	if err := writeAtomic(s.path(c.UID), data); err != nil {
+		return fmt.Errorf("write checkpoint of claim %s: %w", c.UID, err)
+	}
+	s.mu.Lock()
+	s.claims[c.UID] = c
+	s.mu.Unlock()
+	return nil
+}
+
+// Delete removes a claim's record; deleting a missing record is not an error.
+func (s *Store) Delete(uid types.UID) error {
+	if err := os.Remove(s.path(uid)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("delete checkpoint of claim %s: %w", uid, err)
+	}
+	s.mu.Lock()
+	delete(s.claims, uid)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Store) path(uid types.UID) string {
+	return filepath.Join(s.dir, string(uid)+fileSuffix)
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,118 @@
+package driver
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
+)
+
+// Backend is where devices come from: real NVML or a simulated node.
+type Backend struct {
+	NVML      nvml.Interface
+	Inventory *nvdev.Inventory
+	Edits     cdi.Edits
+	// Simulator is set for simulated nodes.
+	Simulator *simulate.Simulator
+}
+
+// BackendOptions select and locate the backend.
+type BackendOptions struct {
+	// SimulateProfile, when set, simulates GPUs ("h100x8").
+	SimulateProfile string
+	NodeName        string
+	// StateDir holds the simulator's files.
+	StateDir string
+	// NvidiaSmiStub is the static nvidia-smi stand-in to expose in
+	// simulated containers; empty to search next to the executable.
+	NvidiaSmiStub string
+
+	DriverRoot  string
+	NVMLLibrary string
+	HookPath    string
+	SysfsRoot   string
+}
+
+// OpenBackend discovers the node's devices.
+func OpenBackend(o BackendOptions) (*Backend, error) {
+	if o.SimulateProfile != "" {
+		return openSimulated(o)
+	}
+	lib, err := nvdev.OpenNVML(o.DriverRoot, o.NVMLLibrary)
+	if err != nil {
+		return nil, err
+	}
+	inv, err := nvdev.Discover(lib, nvdev.Options{SysfsRoot: o.SysfsRoot})
+	if err != nil {
+		return nil, fmt.Errorf("discover GPUs: %w", err)
+	}
+	edits, err := cdi.NewNvcdiEdits(lib, cdi.NvcdiOptions{DriverRoot: o.DriverRoot, DevRoot: o.DriverRoot, HookPath: o.HookPath})
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{NVML: lib, Inventory: inv, Edits: edits}, nil
+}
+
+func openSimulated(o BackendOptions) (*Backend, error) {
+	profile, err := simulate.ParseProfile(o.SimulateProfile)
+	if err != nil {
+		return nil, err
+	}
+	sim, err := simulate.New(profile, o.NodeName, filepath.Join(o.StateDir, "simulated"))
+	if err != nil {
+		return nil, err
+	}
+	inv, err := nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot()})
+	if err != nil {
+		return nil, fmt.Errorf("discover simulated GPUs: %w", err)
+	}
+	smi, err := installStub(o.NvidiaSmiStub, filepath.Join(sim.Dir, "bin", "nvidia-smi"))
+	if err != nil {
+		return nil, err
+	}
+	edits := cdi.SimulatedEdits{DevicePath: sim.DevicePath, ControlDevicePath: sim.ControlDevicePath(), NvidiaSmiPath: smi}
+	return &Backend{NVML: sim, Inventory: inv, Edits: edits, Simulator: sim}, nil
+}
+
+// installStub copies the nvidia-smi stand-in into the state directory,
+// which is a host path that containerd can bind-mount from even when the
+// plugin runs in a container. It returns "" when no stub is available.
+func installStub(src, dst string) (string, error) {
+	if src == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", nil
+		}
+		src = filepath.Join(filepath.Dir(exe), "nvidia-smi-sim")
+		if _, err := os.Stat(src); err != nil {
+			return "", nil
+		}
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return "", fmt.Errorf("nvidia-smi stand-in: %w; check --nvidia-smi-stub", err)
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", err
+	}
+	tmp := dst + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return "", err
+	}
+	if err := out.Close(); err != nil {
+		return "", err
+	}
+	return dst, os.Rename(tmp, dst)
+}

@@ -1,0 +1,168 @@
+// Package driver adapts the kubelet plugin helper to the prepare state: it
+// starts the helper, publishes the node's ResourceSlices, and forwards the
+// kubelet's calls. Everything device-specific lives in other packages.
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+)
+
+// Config is everything the driver needs at start.
+type Config struct {
+	DriverName   string
+	NodeName     string
+	Client       kubernetes.Interface
+	Backend      *Backend
+	StateDir     string // checkpoint and simulator files
+	CDIDir       string
+	PluginDir    string // kubelet plugin data dir (socket)
+	RegistrarDir string // kubelet plugin registry
+	// RollingUpdateUID enables the helper's rolling updates (the pod UID).
+	RollingUpdateUID types.UID
+	Metrics          *metrics.Metrics
+}
+
+// Driver is a running kubelet plugin.
+type Driver struct {
+	cfg    Config
+	helper *kubeletplugin.Helper
+	state  *prepare.State
+	health *health.Monitor
+}
+
+var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
+
+// Start recovers the checkpoint, serves the kubelet and publishes slices.
+func Start(ctx context.Context, cfg Config) (*Driver, error) {
+	logger := klog.FromContext(ctx)
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New()
+	}
+	resources := slices.Build(cfg.NodeName, cfg.Backend.Inventory)
+	if err := slices.Validate(resources); err != nil {
+		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
+	}
+	devices, watched := allocatable(cfg.NodeName, cfg.Backend)
+
+	store, rec, err := checkpoint.Open(filepath.Join(cfg.StateDir, "checkpoint"))
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range rec.MovedAside {
+		logger.Info("Moved damaged checkpoint aside; rebuilding from CDI specs", "file", f)
+	}
+	writer, err := cdi.NewWriter(cfg.CDIDir, cfg.DriverName, cfg.Backend.Edits)
+	if err != nil {
+		return nil, err
+	}
+	d := &Driver{cfg: cfg, health: health.New(watched)}
+	d.state = prepare.New(prepare.Config{
+		DriverName: cfg.DriverName, PoolName: cfg.NodeName, Devices: devices,
+		Store: store, CDI: writer, Status: prepare.NewAsyncStatusWriter(ctx, cfg.Client, cfg.DriverName),
+	})
+	report, err := d.state.Recover(ctx, func(ctx context.Context, ns, name string) (*resourceapi.ResourceClaim, error) {
+		return cfg.Client.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recover prepared claims: %w", err)
+	}
+	logger.Info("Recovered prepared claims", "kept", report.Kept, "rolledBack", report.RolledBack, "stale", report.Stale, "rebuilt", report.Rebuilt, "orphanSpecs", report.OrphanSpecs)
+	cfg.Metrics.PreparedDevices.Set(float64(d.state.PreparedDeviceCount()))
+
+	opts := []kubeletplugin.Option{
+		kubeletplugin.DriverName(cfg.DriverName),
+		kubeletplugin.NodeName(cfg.NodeName),
+		kubeletplugin.KubeClient(cfg.Client),
+		kubeletplugin.PluginDataDirectoryPath(cfg.PluginDir),
+		kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir),
+		// Claims are locked per claim and per device in prepare.State.
+		kubeletplugin.Serialize(false),
+	}
+	if cfg.RollingUpdateUID != "" {
+		opts = append(opts, kubeletplugin.RollingUpdate(cfg.RollingUpdateUID))
+	}
+	d.helper, err = kubeletplugin.Start(ctx, d, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("start kubelet plugin: %w", err)
+	}
+	if err := d.helper.PublishResources(ctx, resources); err != nil {
+		d.helper.Stop()
+		return nil, fmt.Errorf("publish ResourceSlices: %w", err)
+	}
+	return d, nil
+}
+
+// Stop stops serving; prepared claims stay prepared.
+func (d *Driver) Stop() { d.helper.Stop() }
+
+// Live reports whether the plugin is serving.
+func (d *Driver) Live() error {
+	if d.helper == nil {
+		return errors.New("kubelet plugin not started")
+	}
+	return nil
+}
+
+// PrepareResourceClaims implements kubeletplugin.DRAPlugin.
+func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, claim := range claims {
+		start := time.Now()
+		devices, err := d.state.Prepare(ctx, claim)
+		d.cfg.Metrics.PrepareDuration.Observe(time.Since(start).Seconds())
+		if err != nil {
+			d.cfg.Metrics.Errors.WithLabelValues("prepare").Inc()
+			err = fmt.Errorf("prepare claim %s/%s: %w", claim.Namespace, claim.Name, err)
+		}
+		out[claim.UID] = kubeletplugin.PrepareResult{Devices: devices, Err: err}
+	}
+	d.cfg.Metrics.PreparedDevices.Set(float64(d.state.PreparedDeviceCount()))
+	return out, nil
+}
+
+// UnprepareResourceClaims implements kubeletplugin.DRAPlugin.
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	out := make(map[types.UID]error, len(claims))
+	for _, claim := range claims {
+		start := time.Now()
+		err := d.state.Unprepare(ctx, claim)
+		d.cfg.Metrics.UnprepareDuration.Observe(time.Since(start).Seconds())
+		if err != nil {
+			d.cfg.Metrics.Errors.WithLabelValues("unprepare").Inc()
+		}
+		out[claim.UID] = err
+	}
+	d.cfg.Metrics.PreparedDevices.Set(float64(d.state.PreparedDeviceCount()))
+	return out, nil
+}
+
+// HandleError implements kubeletplugin.DRAPlugin. Publishing errors are
+// recoverable (the controller retries); they are logged and counted.
+func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	d.cfg.Metrics.Errors.WithLabelValues("background").Inc()
+	runtime.HandleErrorWithContext(ctx, err, msg)
+}
+
+// WatchHealthStatus implements kubeletplugin.DRAPlugin.
+func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	return d.health.Watch(ctx, reports)
+}

@@ -1,0 +1,78 @@
+// Package metrics exposes the plugin's Prometheus metrics and its liveness
+// endpoint.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds the driver's collectors in their own registry.
+type Metrics struct {
+	Registry          *prometheus.Registry
+	PrepareDuration   prometheus.Histogram
+	UnprepareDuration prometheus.Histogram
+	Errors            *prometheus.CounterVec
+	PreparedDevices   prometheus.Gauge
+}
+
+// New registers the collectors.
+func New() *Metrics {
+	buckets := []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		PrepareDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gpu_dra_prepare_duration_seconds", Help: "Time to prepare one ResourceClaim.", Buckets: buckets,
+		}),
+		UnprepareDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gpu_dra_unprepare_duration_seconds", Help: "Time to unprepare one ResourceClaim.", Buckets: buckets,
+		}),
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpu_dra_errors_total", Help: "Failed operations by operation (prepare, unprepare, publish).",
+		}, []string{"operation"}),
+		PreparedDevices: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gpu_dra_prepared_devices", Help: "Devices currently held by prepared claims on this node.",
+		}),
+	}
+	m.Registry.MustRegister(m.PrepareDuration, m.UnprepareDuration, m.Errors, m.PreparedDevices,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Serve runs /metrics and /healthz on addr until ctx ends. live reports
+// whether the plugin is healthy.
+func (m *Metrics) Serve(ctx context.Context, addr string, live func() error) (net.Addr, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := live(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err // the listener is gone; liveness probes will notice
+		}
+	}()
+	return l.Addr(), nil
+}

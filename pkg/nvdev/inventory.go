@@ -1,0 +1,198 @@
+// Package nvdev discovers NVIDIA GPUs through an nvml.Interface. It knows
+// nothing about Kubernetes: it turns NVML answers (real or simulated) into a
+// plain Inventory that other packages publish and prepare.
+package nvdev
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
+)
+
+// GPU describes one physical GPU as NVML reports it.
+type GPU struct {
+	Index                 int
+	Minor                 int
+	UUID                  string
+	ProductName           string
+	Brand                 string
+	Architecture          string
+	CudaComputeCapability string // semver, e.g. "9.0.0"
+	MemoryBytes           uint64
+	Multiprocessors       int    // 0 when NVML cannot tell
+	PCIBusID              string // sysfs form, e.g. "0000:3b:00.0"
+	PCIeRoot              string // e.g. "pci0000:30"; empty when sysfs has no answer
+	NUMANode              *int
+	MigCapable            bool
+	MigEnabled            bool
+
+	// Device is the NVML handle, kept for prepare-time operations.
+	Device nvml.Device `json:"-"`
+}
+
+// Inventory is everything discovered on one node.
+type Inventory struct {
+	DriverVersion     string // semver, e.g. "550.54.15"
+	CudaDriverVersion string // semver, e.g. "12.4.0"
+	GPUs              []*GPU
+}
+
+// Options tunes discovery.
+type Options struct {
+	// SysfsRoot is where PCIe topology is read from ("/sys" on a host).
+	SysfsRoot string
+}
+
+// Discover enumerates every GPU. NVML must already be initialised.
+func Discover(lib nvml.Interface, opts Options) (*Inventory, error) {
+	if opts.SysfsRoot == "" {
+		opts.SysfsRoot = "/sys"
+	}
+	driver, ret := lib.SystemGetDriverVersion()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("get driver version: %s", nvml.ErrorString(ret))
+	}
+	cuda, ret := lib.SystemGetCudaDriverVersion()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("get CUDA driver version: %s", nvml.ErrorString(ret))
+	}
+	inv := &Inventory{
+		DriverVersion:     SemverFromDotted(driver),
+		CudaDriverVersion: fmt.Sprintf("%d.%d.0", cuda/1000, (cuda%1000)/10),
+	}
+	count, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("get device count: %s", nvml.ErrorString(ret))
+	}
+	for i := 0; i < count; i++ {
+		dev, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("get handle of GPU %d: %s", i, nvml.ErrorString(ret))
+		}
+		gpu, err := describeGPU(dev, opts)
+		if err != nil {
+			return nil, fmt.Errorf("GPU %d: %w", i, err)
+		}
+		inv.GPUs = append(inv.GPUs, gpu)
+	}
+	sort.Slice(inv.GPUs, func(a, b int) bool { return inv.GPUs[a].Minor < inv.GPUs[b].Minor })
+	return inv, nil
+}
+
+func describeGPU(dev nvml.Device, opts Options) (*GPU, error) {
+	g := &GPU{Device: dev}
+	var ret nvml.Return
+	if g.Index, ret = dev.GetIndex(); ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("get index: %s", nvml.ErrorString(ret))
+	}
+	if g.Minor, ret = dev.GetMinorNumber(); ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("get minor number: %s", nvml.ErrorString(ret))
+	}
+	if g.UUID, ret = dev.GetUUID(); ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("get UUID: %s", nvml.ErrorString(ret))
+	}
+	if g.ProductName, ret = dev.GetName(); ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("get name: %s", nvml.ErrorString(ret))
+	}
+	brand, ret := dev.GetBrand()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("get brand: %s", nvml.ErrorString(ret))
+	}
+	g.Brand = BrandName(brand)
+	arch, ret := dev.GetArchitecture()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("get architecture: %s", nvml.ErrorString(ret))
+	}
+	g.Architecture = ArchitectureName(arch)
+	major, minor, ret := dev.GetCudaComputeCapability()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("get compute capability: %s", nvml.ErrorString(ret))
+	}
+	g.CudaComputeCapability = fmt.Sprintf("%d.%d.0", major, minor)
+	mem, ret := dev.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("get memory info: %s", nvml.ErrorString(ret))
+	}
+	g.MemoryBytes = mem.Total
+	pci, ret := dev.GetPciInfo()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("get PCI info: %s", nvml.ErrorString(ret))
+	}
+	g.PCIBusID = NormalizePCIBusID(cString(pci.BusId[:]))
+
+	current, _, ret := dev.GetMigMode()
+	switch ret {
+	case nvml.SUCCESS:
+		g.MigCapable = true
+		g.MigEnabled = current == nvml.DEVICE_MIG_ENABLE
+	case nvml.ERROR_NOT_SUPPORTED:
+	default:
+		return nil, fmt.Errorf("get MIG mode: %s", nvml.ErrorString(ret))
+	}
+	g.Multiprocessors = multiprocessors(dev, g.MigCapable)
+
+	if g.PCIBusID != "" {
+		fsMod := deviceattribute.WithFSFromRoot(opts.SysfsRoot)
+		if attr, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(g.PCIBusID, fsMod); err == nil && attr.Value.StringValue != nil {
+			g.PCIeRoot = *attr.Value.StringValue
+		}
+		if attr, err := deviceattribute.GetNUMANodeAttributeByPCIBusID(g.PCIBusID, deviceattribute.ScalarAttribute, fsMod); err == nil && attr.Value.IntValue != nil {
+			n := int(*attr.Value.IntValue)
+			g.NUMANode = &n
+		}
+	}
+	return g, nil
+}
+
+// multiprocessors reads the SM count. NVML only reports it per GPU instance
+// profile, so MIG-capable GPUs answer through the full-GPU profile.
+func multiprocessors(dev nvml.Device, migCapable bool) int {
+	if migCapable {
+		if info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_7_SLICE); ret == nvml.SUCCESS {
+			return int(info.MultiprocessorCount)
+		}
+	}
+	if attrs, ret := dev.GetAttributes(); ret == nvml.SUCCESS {
+		return int(attrs.MultiprocessorCount)
+	}
+	return 0
+}
+
+// NormalizePCIBusID turns NVML's "00000000:3B:00.0" into sysfs' "0000:3b:00.0".
+func NormalizePCIBusID(id string) string {
+	id = strings.ToLower(strings.TrimSpace(id))
+	if parts := strings.SplitN(id, ":", 2); len(parts) == 2 && len(parts[0]) > 4 {
+		id = parts[0][len(parts[0])-4:] + ":" + parts[1]
+	}
+	return id
+}
+
+// SemverFromDotted turns driver versions such as "535.104.05" or "560.28"
+// into valid semver ("535.104.5", "560.28.0"): the API rejects leading zeros.
+func SemverFromDotted(v string) string {
+	parts := strings.Split(strings.TrimSpace(v), ".")
+	nums := []int{0, 0, 0}
+	for i := 0; i < len(parts) && i < 3; i++ {
+		n, err := strconv.Atoi(parts[i])
+		if err != nil {
+			return v
+		}
+		nums[i] = n
+	}
+	return fmt.Sprintf("%d.%d.%d", nums[0], nums[1], nums[2])
+}
+
+func cString(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}

@@ -1,0 +1,111 @@
+package prepare
+
+import (
+	"fmt"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+)
+
+// plannedDevice is one allocated device with the config that applies to it.
+type plannedDevice struct {
+	device *AllocatableDevice
+	config configapi.Config
+	record checkpoint.PreparedDevice
+}
+
+// plan checks a claim's allocation against this node and resolves configs.
+// It touches nothing, so a claim with a bad config fails before any work.
+func (s *State) plan(claim *resourceapi.ResourceClaim) ([]plannedDevice, error) {
+	if claim.Status.Allocation == nil {
+		return nil, fmt.Errorf("claim %s/%s is not allocated", claim.Namespace, claim.Name)
+	}
+	alloc := claim.Status.Allocation.Devices
+	configs, err := decodeConfigs(s.DriverName, alloc.Config)
+	if err != nil {
+		return nil, err
+	}
+	var planned []plannedDevice
+	for _, r := range alloc.Results {
+		if r.Driver != s.DriverName {
+			continue
+		}
+		if r.Pool != s.PoolName {
+			return nil, fmt.Errorf("device %s is in pool %q, this node serves pool %q", r.Device, r.Pool, s.PoolName)
+		}
+		dev, ok := s.Devices[r.Device]
+		if !ok {
+			return nil, fmt.Errorf("device %s is not published by this node; it may have been removed since the claim was allocated", r.Device)
+		}
+		cfg, err := configFor(configs, r.Request, dev.Type)
+		if err != nil {
+			return nil, err
+		}
+		planned = append(planned, plannedDevice{
+			device: dev,
+			config: cfg,
+			record: checkpoint.PreparedDevice{
+				Requests:    []string{r.Request},
+				Pool:        r.Pool,
+				Device:      r.Device,
+				Type:        string(dev.Type),
+				UUID:        dev.GPU.UUID,
+				ProductName: dev.GPU.ProductName,
+				Shared:      (r.AdminAccess != nil && *r.AdminAccess) || r.ShareID != nil,
+			},
+		})
+	}
+	return planned, nil
+}
+
+// reserve marks devices as exclusively held by the claim. Kubernetes should
+// never hand one device to two claims, but the driver is the last line of
+// defence against two workloads on one GPU.
+func (s *State) reserve(uid types.UID, planned []plannedDevice) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range planned {
+		if p.record.Shared {
+			continue
+		}
+		if owner, ok := s.inUse[p.device.Name]; ok && owner != uid {
+			return fmt.Errorf("device %s is already prepared for claim %s", p.device.Name, owner)
+		}
+	}
+	for _, p := range planned {
+		if !p.record.Shared {
+			s.inUse[p.device.Name] = uid
+		}
+	}
+	return nil
+}
+
+func (s *State) release(uid types.UID, planned []plannedDevice) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range planned {
+		if s.inUse[p.device.Name] == uid {
+			delete(s.inUse, p.device.Name)
+		}
+	}
+}
+
+func deviceNames(planned []plannedDevice) []string {
+	out := make([]string, 0, len(planned))
+	for _, p := range planned {
+		out = append(out, p.device.Name)
+	}
+	return out
+}
+
+func cdiDevices(planned []plannedDevice) []cdi.Device {
+	out := make([]cdi.Device, 0, len(planned))
+	for _, p := range planned {
+		out = append(out, cdi.Device{Name: p.device.Name, UUID: p.device.GPU.UUID, ProductName: p.device.GPU.ProductName, Minor: p.device.GPU.Minor})
+	}
+	return out
+}

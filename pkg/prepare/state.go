@@ -1,0 +1,194 @@
+// Package prepare turns allocated ResourceClaims into configured devices and
+// CDI device IDs, and undoes that on unprepare. Claims are locked per claim
+// and per device, never node-wide across I/O, so unrelated claims prepare
+// in parallel.
+package prepare
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+)
+
+// AllocatableDevice is a device this node publishes and can prepare.
+type AllocatableDevice struct {
+	Name string
+	Type configapi.DeviceType
+	GPU  *nvdev.GPU
+}
+
+// StatusReporter publishes what was prepared into the claim's status. It
+// must not block: the kubelet does not wait for it.
+type StatusReporter interface {
+	Prepared(claim *resourceapi.ResourceClaim, devices []checkpoint.PreparedDevice)
+	Unprepared(claim kubeletplugin.NamespacedObject)
+}
+
+// Config wires a State.
+type Config struct {
+	DriverName string
+	PoolName   string
+	Devices    map[string]*AllocatableDevice
+	Store      *checkpoint.Store
+	CDI        *cdi.Writer
+	Status     StatusReporter
+}
+
+// State prepares and unprepares claims on one node.
+type State struct {
+	Config
+	claimLocks  *keyedLocks
+	deviceLocks *keyedLocks
+
+	mu    sync.Mutex           // guards inUse; never held across I/O
+	inUse map[string]types.UID // device name -> claim holding it exclusively
+}
+
+// New builds the state; call Recover before serving the kubelet.
+func New(c Config) *State {
+	return &State{Config: c, claimLocks: newKeyedLocks(), deviceLocks: newKeyedLocks(), inUse: map[string]types.UID{}}
+}
+
+// Prepare prepares one claim and returns its CDI devices. It is idempotent:
+// a claim already prepared returns the same IDs without touching anything.
+func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
+	unlockClaim := s.claimLocks.Lock(string(claim.UID))
+	defer unlockClaim()
+
+	if rec, ok := s.Store.Get(claim.UID); ok {
+		if rec.State == checkpoint.PrepareCompleted {
+			return kubeletDevices(rec.Devices), nil
+		}
+		// A previous attempt died half-way: undo it before trying again.
+		if err := s.unprepareLocked(ctx, rec); err != nil {
+			return nil, fmt.Errorf("roll back earlier attempt: %w", err)
+		}
+	}
+
+	planned, err := s.plan(claim)
+	if err != nil {
+		return nil, err
+	}
+	unlockDevices := s.deviceLocks.Lock(deviceNames(planned)...)
+	defer unlockDevices()
+
+	if err := s.reserve(claim.UID, planned); err != nil {
+		return nil, err
+	}
+	rec := checkpoint.PreparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, State: checkpoint.PrepareStarted}
+	for _, p := range planned {
+		rec.Devices = append(rec.Devices, p.record)
+	}
+	if err := s.Store.Put(rec); err != nil {
+		s.release(claim.UID, planned)
+		return nil, err
+	}
+
+	devices, err := s.prepareDevices(ctx, &rec, planned)
+	if err != nil {
+		if rbErr := s.unprepareLocked(ctx, rec); rbErr != nil {
+			klog.FromContext(ctx).Error(rbErr, "Rolling back failed prepare", "claim", klog.KObj(claim))
+		}
+		return nil, err
+	}
+	s.Status.Prepared(claim, rec.Devices)
+	return devices, nil
+}
+
+// prepareDevices applies the configs, writes the CDI spec and records the
+// claim as completed.
+func (s *State) prepareDevices(ctx context.Context, rec *checkpoint.PreparedClaim, planned []plannedDevice) ([]kubeletplugin.Device, error) {
+	for _, p := range planned {
+		if sharing := p.config.GetSharing(); sharing != nil {
+			return nil, fmt.Errorf("device %s: sharing.strategy %s is not supported by this driver version; remove the sharing section", p.device.Name, sharing.Strategy)
+		}
+	}
+	// IDs are derived from the claim UID, so the record stored in the spec's
+	// annotation can carry them before the spec is written.
+	rec.State = checkpoint.PrepareCompleted
+	for i := range rec.Devices {
+		rec.Devices[i].CDIDeviceIDs = []string{s.CDI.DeviceID(rec.UID, rec.Devices[i].Device)}
+	}
+	if _, err := s.CDI.Write(rec.UID, cdiDevices(planned), rec); err != nil {
+		return nil, err
+	}
+	if err := s.Store.Put(*rec); err != nil {
+		return nil, err
+	}
+	return kubeletDevices(rec.Devices), nil
+}
+
+// Unprepare undoes Prepare. Unknown claims are not an error.
+func (s *State) Unprepare(ctx context.Context, claim kubeletplugin.NamespacedObject) error {
+	unlockClaim := s.claimLocks.Lock(string(claim.UID))
+	defer unlockClaim()
+	rec, ok := s.Store.Get(claim.UID)
+	if !ok {
+		// Nothing recorded; still make sure no spec lingers.
+		return s.CDI.Remove(claim.UID)
+	}
+	if err := s.unprepareLocked(ctx, rec); err != nil {
+		return err
+	}
+	s.Status.Unprepared(claim)
+	return nil
+}
+
+// unprepareLocked reverses every step of a (possibly partial) prepare.
+// The caller holds the claim lock.
+func (s *State) unprepareLocked(_ context.Context, rec checkpoint.PreparedClaim) error {
+	names := make([]string, 0, len(rec.Devices))
+	for _, d := range rec.Devices {
+		names = append(names, d.Device)
+	}
+	unlockDevices := s.deviceLocks.Lock(names...)
+	defer unlockDevices()
+	if err := s.CDI.Remove(rec.UID); err != nil {
+		return err
+	}
+	if err := s.Store.Delete(rec.UID); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for _, d := range rec.Devices {
+		if s.inUse[d.Device] == rec.UID {
+			delete(s.inUse, d.Device)
+		}
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// PreparedDeviceCount is the number of devices held by prepared claims.
+func (s *State) PreparedDeviceCount() int {
+	n := 0
+	for _, c := range s.Store.List() {
+		if c.State == checkpoint.PrepareCompleted {
+			n += len(c.Devices)
+		}
+	}
+	return n
+}
+
+func kubeletDevices(devs []checkpoint.PreparedDevice) []kubeletplugin.Device {
+	out := make([]kubeletplugin.Device, 0, len(devs))
+	for _, d := range devs {
+		out = append(out, kubeletplugin.Device{
+			Requests:     d.Requests,
+			PoolName:     d.Pool,
+			DeviceName:   d.Device,
+			CDIDeviceIDs: d.CDIDeviceIDs,
+		})
+	}
+	return out
+}

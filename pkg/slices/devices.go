@@ -1,0 +1,124 @@
+// Package slices turns an nvdev.Inventory into the ResourceSlices a node
+// publishes. It holds the device naming scheme and the attribute names that
+// users' CEL selectors depend on, and checks the result against the API's
+// limits before anything is sent.
+package slices
+
+import (
+	"fmt"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+)
+
+// Attribute and capacity names. Unqualified names live in the driver's
+// domain; they match NVIDIA's reference driver so existing selectors work.
+const (
+	AttrType                  = "type"
+	AttrUUID                  = "uuid"
+	AttrIndex                 = "index"
+	AttrMinor                 = "minor"
+	AttrProductName           = "productName"
+	AttrBrand                 = "brand"
+	AttrArchitecture          = "architecture"
+	AttrCudaComputeCapability = "cudaComputeCapability"
+	AttrDriverVersion         = "driverVersion"
+	AttrCudaDriverVersion     = "cudaDriverVersion"
+	AttrMigCapable            = "migCapable"
+
+	CapMemory          = "memory"
+	CapMultiprocessors = "multiprocessors"
+
+	TypeGPU = "gpu"
+	TypeMIG = "mig"
+)
+
+// GPUDeviceName is the published name of a whole GPU. The minor number is
+// what the kernel driver assigns to /dev/nvidiaN; it follows PCI order and
+// so stays the same across plugin restarts and reboots while the hardware
+// is unchanged (unlike the NVML index, which CUDA_VISIBLE_DEVICES can skew).
+func GPUDeviceName(minor int) string { return fmt.Sprintf("gpu-%d", minor) }
+
+// GPUDevice builds the API device for one whole GPU.
+func GPUDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
+	attrs := CommonAttributes(inv, g)
+	attrs[AttrType] = str(TypeGPU)
+	attrs[AttrUUID] = str(g.UUID)
+	attrs[AttrIndex] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Index))}
+	attrs[AttrMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Minor))}
+	attrs[AttrMigCapable] = resourceapi.DeviceAttribute{BoolValue: ptr.To(g.MigCapable)}
+	if g.PCIBusID != "" {
+		attrs[deviceattribute.StandardDeviceAttributePCIBusID] = str(g.PCIBusID)
+	}
+
+	capacity := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+		CapMemory: {Value: *resource.NewQuantity(int64(g.MemoryBytes), resource.BinarySI)},
+	}
+	if g.Multiprocessors > 0 {
+		capacity[CapMultiprocessors] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(int64(g.Multiprocessors), resource.DecimalSI)}
+	}
+	return resourceapi.Device{
+		Name:       GPUDeviceName(g.Minor),
+		Attributes: attrs,
+		Capacity:   capacity,
+	}
+}
+
+// CommonAttributes are the attributes a GPU shares with its MIG devices:
+// model, architecture, driver and topology.
+func CommonAttributes(inv *nvdev.Inventory, g *nvdev.GPU) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		AttrProductName:           str(g.ProductName),
+		AttrBrand:                 str(g.Brand),
+		AttrArchitecture:          str(g.Architecture),
+		AttrCudaComputeCapability: version(g.CudaComputeCapability),
+		AttrDriverVersion:         version(inv.DriverVersion),
+		AttrCudaDriverVersion:     version(inv.CudaDriverVersion),
+	}
+	if g.PCIeRoot != "" {
+		attrs[deviceattribute.StandardDeviceAttributePCIeRoot] = str(g.PCIeRoot)
+	}
+	if g.NUMANode != nil {
+		attrs[deviceattribute.StandardDeviceAttributeNUMANode] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(*g.NUMANode))}
+	}
+	return attrs
+}
+
+func str(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }
+
+func version(s string) resourceapi.DeviceAttribute {
+	return resourceapi.DeviceAttribute{VersionValue: &s}
+}
+
+// Build returns the node's resources: one pool named after the node, with
+// the devices split into as many slices as the API limits require.
+func Build(nodeName string, inv *nvdev.Inventory) resourceslice.DriverResources {
+	devices := make([]resourceapi.Device, 0, len(inv.GPUs))
+	for _, g := range inv.GPUs {
+		devices = append(devices, GPUDevice(inv, g))
+	}
+	pool := resourceslice.Pool{}
+	for _, chunk := range chunk(devices, MaxDevicesPerSlice) {
+		pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: chunk})
+	}
+	if len(pool.Slices) == 0 {
+		// An empty slice still tells the scheduler the pool exists and is empty.
+		pool.Slices = []resourceslice.Slice{{}}
+	}
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: pool}}
+}
+
+func chunk[T any](items []T, size int) [][]T {
+	var out [][]T
+	for len(items) > 0 {
+		n := min(size, len(items))
+		out = append(out, items[:n])
+		items = items[n:]
+	}
+	return out
+}
