@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -88,6 +89,11 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	logger.Info("Recovered prepared claims", "kept", report.Kept, "rolledBack", report.RolledBack, "stale", report.Stale, "rebuilt", report.Rebuilt, "orphanSpecs", report.OrphanSpecs)
 	cfg.Metrics.PreparedDevices.Set(float64(d.state.PreparedDeviceCount()))
 
+	for _, dir := range []string{cfg.PluginDir, cfg.RegistrarDir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
 	opts := []kubeletplugin.Option{
 		kubeletplugin.DriverName(cfg.DriverName),
 		kubeletplugin.NodeName(cfg.NodeName),

@@ -1,0 +1,166 @@
+// Package schedtest runs the kube-scheduler's structured allocator over the
+// ResourceSlices this driver publishes and the DeviceClasses it ships, so
+// tests prove what real users' claims would get.
+package schedtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+)
+
+// Cluster is one node's slices plus the shipped classes, with the devices
+// already allocated to earlier claims.
+type Cluster struct {
+	t         testing.TB
+	Node      *v1.Node
+	Slices    []*resourceapi.ResourceSlice
+	Classes   []*resourceapi.DeviceClass
+	allocated structured.AllocatedState
+	celCache  *cel.Cache
+}
+
+// Features are those on by default in Kubernetes 1.37.
+var Features = structured.Features{
+	AdminAccess:            true,
+	ConsumableCapacity:     true,
+	DeviceBindingAndStatus: true,
+	DeviceTaints:           true,
+	PartitionableDevices:   true,
+	PrioritizedList:        true,
+}
+
+// New builds a cluster from driver resources as published by nodeName.
+func New(t testing.TB, driverName, nodeName string, res resourceslice.DriverResources) *Cluster {
+	t.Helper()
+	c := &Cluster{
+		t:        t,
+		Node:     &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"kubernetes.io/hostname": nodeName}}},
+		Classes:  ShippedDeviceClasses(t),
+		celCache: cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
+		allocated: structured.AllocatedState{
+			AllocatedDevices:         sets.New[structured.DeviceID](),
+			AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
+			AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
+		},
+	}
+	for i, s := range slices.Objects(driverName, nodeName, res) {
+		s := s
+		s.Name = fmt.Sprintf("%s%d", s.GenerateName, i)
+		c.Slices = append(c.Slices, &s)
+	}
+	return c
+}
+
+// RepoRoot is the module root, found from this file's location.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// ShippedDeviceClasses loads deployments/static/deviceclasses.yaml.
+func ShippedDeviceClasses(t testing.TB) []*resourceapi.DeviceClass {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(RepoRoot(), "deployments", "static", "deviceclasses.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*resourceapi.DeviceClass
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var dc resourceapi.DeviceClass
+		if err := yaml.UnmarshalStrict([]byte(doc), &dc); err != nil {
+			t.Fatalf("decode DeviceClass: %v", err)
+		}
+		out = append(out, &dc)
+	}
+	return out
+}
+
+// List implements structured.DeviceClassLister.
+func (c *Cluster) List() ([]*resourceapi.DeviceClass, error) { return c.Classes, nil }
+
+// Get implements structured.DeviceClassLister.
+func (c *Cluster) Get(name string) (*resourceapi.DeviceClass, error) {
+	for _, dc := range c.Classes {
+		if dc.Name == name {
+			return dc, nil
+		}
+	}
+	return nil, apierrors.NewNotFound(resourceapi.Resource("deviceclasses"), name)
+}
+
+// Allocate runs the allocator for one claim. It returns nil when the claim
+// cannot be satisfied; otherwise the devices are recorded as allocated so
+// that later claims compete with it, as in a real cluster.
+func (c *Cluster) Allocate(claim *resourceapi.ResourceClaim) *resourceapi.AllocationResult {
+	c.t.Helper()
+	alloc, err := structured.NewAllocator(context.Background(), Features, c.allocated, c, c.Slices, c.celCache)
+	if err != nil {
+		c.t.Fatalf("new allocator: %v", err)
+	}
+	results, err := alloc.Allocate(context.Background(), c.Node, []*resourceapi.ResourceClaim{claim})
+	if err != nil {
+		c.t.Fatalf("allocate %s: %v", claim.Name, err)
+	}
+	if len(results) == 0 {
+		return nil
+	}
+	r := results[0]
+	for _, d := range r.Devices.Results {
+		id := structured.MakeDeviceID(d.Driver, d.Pool, d.Device)
+		if d.ShareID != nil {
+			c.allocated.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, d.ShareID))
+		} else {
+			c.allocated.AllocatedDevices.Insert(id)
+		}
+	}
+	return &r
+}
+
+// Claim builds a claim with the given requests, defaulted as the apiserver would.
+func Claim(name string, requests ...resourceapi.DeviceRequest) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+		Spec:       resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: requests}},
+	}
+}
+
+// Request asks for count devices of a class matching every CEL selector.
+func Request(name, class string, count int64, selectors ...string) resourceapi.DeviceRequest {
+	r := resourceapi.DeviceRequest{Name: name, Exactly: &resourceapi.ExactDeviceRequest{
+		DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count,
+	}}
+	for _, s := range selectors {
+		r.Exactly.Selectors = append(r.Exactly.Selectors, resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: s}})
+	}
+	return r
+}
+
+// Devices lists the allocated device names.
+func Devices(r *resourceapi.AllocationResult) []string {
+	if r == nil {
+		return nil
+	}
+	var out []string
+	for _, d := range r.Devices.Results {
+		out = append(out, d.Device)
+	}
+	return out
+}

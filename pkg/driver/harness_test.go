@@ -1,0 +1,196 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+)
+
+const (
+	testDriver = "gpu.nvidia.com"
+	testNode   = "n1"
+)
+
+// node is a plugin under test on temp dirs, reached like the kubelet
+// reaches it: gRPC over its unix socket.
+type node struct {
+	t       testing.TB
+	root    string
+	client  *fake.Clientset
+	driver  *Driver
+	cancel  context.CancelFunc
+	kubelet drapb.DRAPluginClient
+	conn    *grpc.ClientConn
+}
+
+func newNode(t testing.TB, profile string) *node {
+	t.Helper()
+	// Unix socket paths are limited to 108 bytes; keep the root short.
+	root, err := os.MkdirTemp("", "gdra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	n := &node{t: t, root: root, client: fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}})}
+	n.start(profile)
+	t.Cleanup(n.stop)
+	return n
+}
+
+func (n *node) dir(name string) string { return filepath.Join(n.root, name) }
+
+func (n *node) start(profile string) {
+	n.t.Helper()
+	backend, err := OpenBackend(BackendOptions{SimulateProfile: profile, NodeName: testNode, StateDir: n.dir("state")})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(3)))
+	n.cancel = cancel
+	n.driver, err = Start(ctx, Config{
+		DriverName: testDriver, NodeName: testNode, Client: n.client, Backend: backend,
+		StateDir: n.dir("state"), CDIDir: n.dir("cdi"), PluginDir: n.dir("plugin"), RegistrarDir: n.dir("registry"),
+	})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.conn, err = grpc.NewClient("unix://"+filepath.Join(n.dir("plugin"), "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.kubelet = drapb.NewDRAPluginClient(n.conn)
+}
+
+func (n *node) stop() {
+	if n.driver == nil {
+		return
+	}
+	n.conn.Close()
+	n.driver.Stop()
+	n.cancel()
+	n.driver = nil
+}
+
+func (n *node) restart(profile string) {
+	n.stop()
+	n.start(profile)
+}
+
+// claim creates an allocated claim on devices, optionally with opaque configs.
+func (n *node) claim(name string, devices []string, configs ...string) *resourceapi.ResourceClaim {
+	n.t.Helper()
+	c := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}},
+	}
+	for _, d := range devices {
+		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results,
+			resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: testDriver, Pool: testNode, Device: d})
+	}
+	for _, cfg := range configs {
+		c.Status.Allocation.Devices.Config = append(c.Status.Allocation.Devices.Config, resourceapi.DeviceAllocationConfiguration{
+			Source: resourceapi.AllocationConfigSourceClaim,
+			DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+				Driver: testDriver, Parameters: runtime.RawExtension{Raw: []byte(cfg)},
+			}},
+		})
+	}
+	created, err := n.client.ResourceV1().ResourceClaims("default").Create(context.Background(), c, metav1.CreateOptions{})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return created
+}
+
+func pbClaims(claims ...*resourceapi.ResourceClaim) []*drapb.Claim {
+	out := make([]*drapb.Claim, 0, len(claims))
+	for _, c := range claims {
+		out = append(out, &drapb.Claim{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)})
+	}
+	return out
+}
+
+func (n *node) prepare(claims ...*resourceapi.ResourceClaim) map[string]*drapb.NodePrepareResourceResponse {
+	n.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := n.kubelet.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: pbClaims(claims...)})
+	if err != nil {
+		n.t.Fatalf("NodePrepareResources: %v", err)
+	}
+	return resp.Claims
+}
+
+func (n *node) unprepare(claims ...*resourceapi.ResourceClaim) map[string]*drapb.NodeUnprepareResourceResponse {
+	n.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := n.kubelet.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: pbClaims(claims...)})
+	if err != nil {
+		n.t.Fatalf("NodeUnprepareResources: %v", err)
+	}
+	for uid, r := range resp.Claims {
+		if r.Error != "" {
+			n.t.Fatalf("unprepare %s: %s", uid, r.Error)
+		}
+	}
+	return resp.Claims
+}
+
+func (n *node) mustPrepare(c *resourceapi.ResourceClaim) []string {
+	n.t.Helper()
+	r := n.prepare(c)[string(c.UID)]
+	if r == nil || r.Error != "" {
+		n.t.Fatalf("prepare %s: %+v", c.Name, r)
+	}
+	var ids []string
+	for _, d := range r.Devices {
+		ids = append(ids, d.CdiDeviceIds...)
+	}
+	return ids
+}
+
+func (n *node) specPath(c *resourceapi.ResourceClaim) string {
+	return filepath.Join(n.dir("cdi"), fmt.Sprintf("k8s.%s-claim_%s.json", testDriver, c.UID))
+}
+
+func (n *node) checkpointFiles() []string {
+	files, _ := filepath.Glob(filepath.Join(n.dir("state"), "checkpoint", "*.json"))
+	return files
+}
+
+func (n *node) claimObj(name string) *resourceapi.ResourceClaim {
+	n.t.Helper()
+	c, err := n.client.ResourceV1().ResourceClaims("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return c
+}
+
+// writeStartedRecord replaces a claim's record by a PrepareStarted one.
+func (n *node) writeStartedRecord(c *resourceapi.ResourceClaim) error {
+	store, _, err := checkpoint.Open(filepath.Join(n.dir("state"), "checkpoint"))
+	if err != nil {
+		return err
+	}
+	rec, _ := store.Get(c.UID)
+	rec.State = checkpoint.PrepareStarted
+	return store.Put(rec)
+}
