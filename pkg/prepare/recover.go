@@ -7,7 +7,6 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
@@ -77,7 +76,6 @@ func (s *State) Recover(ctx context.Context, getClaim ClaimGetter) (RecoveryRepo
 			if err := s.unprepareLocked(ctx, rec); err != nil {
 				return report, err
 			}
-			s.Status.Unprepared(kubeletplugin.NamespacedObject{UID: rec.UID})
 			report.Stale++
 			continue
 		}

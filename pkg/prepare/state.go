@@ -28,10 +28,11 @@ type AllocatableDevice struct {
 }
 
 // StatusReporter publishes what was prepared into the claim's status. It
-// must not block: the kubelet does not wait for it.
+// must not block: the kubelet does not wait for it. Nothing is reported on
+// unprepare: the resourceclaim controller clears the device status when it
+// removes the allocation, and most claims are deleted at that point anyway.
 type StatusReporter interface {
 	Prepared(claim *resourceapi.ResourceClaim, devices []checkpoint.PreparedDevice)
-	Unprepared(claim kubeletplugin.NamespacedObject)
 }
 
 // Config wires a State.
@@ -137,11 +138,7 @@ func (s *State) Unprepare(ctx context.Context, claim kubeletplugin.NamespacedObj
 		// Nothing recorded; still make sure no spec lingers.
 		return s.CDI.Remove(claim.UID)
 	}
-	if err := s.unprepareLocked(ctx, rec); err != nil {
-		return err
-	}
-	s.Status.Unprepared(claim)
-	return nil
+	return s.unprepareLocked(ctx, rec)
 }
 
 // unprepareLocked reverses every step of a (possibly partial) prepare.

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
@@ -39,7 +38,7 @@ type AsyncStatusWriter struct {
 type statusJob struct {
 	namespace, name string
 	uid             types.UID
-	devices         []checkpoint.PreparedDevice // empty clears our entries
+	devices         []checkpoint.PreparedDevice
 }
 
 // NewAsyncStatusWriter starts the worker; it stops when ctx ends.
@@ -52,14 +51,6 @@ func NewAsyncStatusWriter(ctx context.Context, client kubernetes.Interface, driv
 // Prepared implements StatusReporter.
 func (w *AsyncStatusWriter) Prepared(claim *resourceapi.ResourceClaim, devices []checkpoint.PreparedDevice) {
 	w.enqueue(statusJob{namespace: claim.Namespace, name: claim.Name, uid: claim.UID, devices: devices})
-}
-
-// Unprepared implements StatusReporter.
-func (w *AsyncStatusWriter) Unprepared(claim kubeletplugin.NamespacedObject) {
-	if claim.Name == "" {
-		return
-	}
-	w.enqueue(statusJob{namespace: claim.Namespace, name: claim.Name, uid: claim.UID})
 }
 
 func (w *AsyncStatusWriter) enqueue(j statusJob) {
@@ -91,10 +82,6 @@ func (w *AsyncStatusWriter) apply(ctx context.Context, j statusJob) {
 		status.WithDevices(resourceac.AllocatedDeviceStatus().
 			WithDriver(w.driverName).WithPool(d.Pool).WithDevice(d.Device).
 			WithData(runtime.RawExtension{Raw: data}))
-	}
-	if len(j.devices) == 0 {
-		// An empty list removes the entries this field manager owns.
-		status.Devices = []resourceac.AllocatedDeviceStatusApplyConfiguration{}
 	}
 	ac := resourceac.ResourceClaim(j.name, j.namespace).WithUID(j.uid).WithStatus(status)
 	backoff := 50 * time.Millisecond
