@@ -3,6 +3,8 @@ package driver
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -255,4 +257,40 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+func TestMetricsAndLiveness(t *testing.T) {
+	n := newNode(t, "h100x8")
+	n.mustPrepare(n.claim("m", []string{"gpu-0"}))
+	n.prepare(n.claim("bad", []string{"gpu-1"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"Nope"}`))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, err := n.driver.cfg.Metrics.Serve(ctx, "127.0.0.1:0", n.driver.Live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := httpGet(t, "http://"+addr.String()+"/metrics")
+	for _, want := range []string{
+		"gpu_dra_prepare_duration_seconds_count 2",
+		`gpu_dra_errors_total{operation="prepare"} 1`,
+		"gpu_dra_prepared_devices 1",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if got := httpGet(t, "http://"+addr.String()+"/healthz"); got != "ok\n" {
+		t.Errorf("/healthz = %q", got)
+	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return string(data)
 }

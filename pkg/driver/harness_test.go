@@ -97,7 +97,7 @@ func (n *node) claim(name string, devices []string, configs ...string) *resource
 	n.t.Helper()
 	c := &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
-		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}},
+		Status:     resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}},
 	}
 	for _, d := range devices {
 		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results,

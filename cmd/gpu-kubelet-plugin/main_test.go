@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+)
+
+// TestPrintSlices runs the command as a user would and checks its output
+// against the API's limits and naming rules.
+func TestPrintSlices(t *testing.T) {
+	for _, tc := range []struct {
+		profile, model string
+		gpus           int
+		memory         string
+	}{
+		{"h100x8", "NVIDIA H100 80GB HBM3", 8, "80Gi"},
+		{"a100-40gbx8", "NVIDIA A100-SXM4-40GB", 8, "40Gi"},
+	} {
+		t.Run(tc.profile, func(t *testing.T) {
+			cmd := newCommand()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetArgs([]string{"--simulate", tc.profile, "--node-name", "n1", "--print-slices"})
+			if err := cmd.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			pool := resourceslice.Pool{}
+			uuids := map[string]bool{}
+			for _, doc := range strings.Split(out.String(), "---\n") {
+				if strings.TrimSpace(doc) == "" {
+					continue
+				}
+				var s resourceapi.ResourceSlice
+				if err := yaml.UnmarshalStrict([]byte(doc), &s); err != nil {
+					t.Fatalf("output is not a ResourceSlice: %v\n%s", err, doc)
+				}
+				if s.Spec.Driver != "gpu.nvidia.com" || s.Spec.NodeName == nil || *s.Spec.NodeName != "n1" || s.Spec.Pool.Name != "n1" {
+					t.Fatalf("slice spec header wrong: %+v", s.Spec.Pool)
+				}
+				for _, d := range s.Spec.Devices {
+					if *d.Attributes["productName"].StringValue != tc.model {
+						t.Errorf("%s: productName %q", d.Name, *d.Attributes["productName"].StringValue)
+					}
+					if got := d.Capacity["memory"].Value; got.String() != tc.memory {
+						t.Errorf("%s: memory %s, want %s", d.Name, got.String(), tc.memory)
+					}
+					uuids[*d.Attributes["uuid"].StringValue] = true
+				}
+				pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: s.Spec.Devices, SharedCounters: s.Spec.SharedCounters})
+			}
+			if len(uuids) != tc.gpus {
+				t.Fatalf("want %d distinct GPUs, got %d", tc.gpus, len(uuids))
+			}
+			if err := slices.Validate(resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"n1": pool}}); err != nil {
+				t.Fatalf("printed slices break API rules: %v", err)
+			}
+		})
+	}
+}
+
+func TestPrintSlicesIsStable(t *testing.T) {
+	run := func(node string) string {
+		cmd := newCommand()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetArgs([]string{"--simulate", "h100x2", "--node-name", node, "--print-slices"})
+		if err := cmd.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	if a, b := run("n1"), run("n1"); a != b {
+		t.Fatal("two runs for the same node published different devices")
+	}
+	if a, b := run("n1"), run("n2"); a == b {
+		t.Fatal("two nodes got identical GPU UUIDs")
+	}
+}
+
+func TestBadFlagsSayWhatToFix(t *testing.T) {
+	for args, want := range map[string]string{
+		"--simulate h100x8 --print-slices":                         "--node-name is required",
+		"--simulate h900x8 --node-name n1 --print-slices":          `unknown model "h900"`,
+		"--simulate h100x0 --node-name n1 --print-slices":          "must be a number from 1 to 64",
+		"--driver-root /nonexistent --node-name n1 --print-slices": "--driver-root",
+	} {
+		cmd := newCommand()
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetArgs(strings.Fields(args))
+		err := cmd.Execute()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want it to mention %q", args, err, want)
+		}
+	}
+}
