@@ -11,8 +11,9 @@ export CGO_ENABLED ?= 1
 help: ## Show targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-build: ## Build the plugin and the static nvidia-smi stand-in into bin/
+build: ## Build the plugin, the gpudra CLI and the static nvidia-smi stand-in into bin/
 	$(GO) build -o $(BIN_DIR)/gpu-kubelet-plugin ./cmd/gpu-kubelet-plugin
+	$(GO) build -o $(BIN_DIR)/gpudra ./cmd/gpudra
 	CGO_ENABLED=0 $(GO) build -o $(BIN_DIR)/nvidia-smi-sim ./cmd/nvidia-smi-sim
 
 test: ## Run all unit and plugin tests (no GPU, no cluster needed)
@@ -25,7 +26,10 @@ lint: ## gofmt and go vet
 bench: ## Prepare/unprepare benchmarks over the kubelet socket
 	$(GO) test -run '^$$' -bench PrepareUnprepare -benchtime 2s -count 5 ./pkg/driver/
 
-demo: build ## Preview what a simulated 8x H100 node publishes
+demo: build ## Run the driver offline on 8 simulated H100s: allocate, prepare, show each pod's GPU, clean up
+	$(BIN_DIR)/gpudra demo --simulate h100x8 --nvidia-smi-stub $(BIN_DIR)/nvidia-smi-sim
+
+print-slices: build ## Print the ResourceSlices a simulated 8x H100 node publishes
 	$(BIN_DIR)/gpu-kubelet-plugin --simulate h100x8 --node-name demo-node --print-slices
 
 clean: ## Remove build output

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -26,10 +25,17 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
+// T is the part of testing.TB the cluster uses, so that the offline demo
+// can drive the same allocator.
+type T interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // Cluster is one node's slices plus the shipped classes, with the devices
 // already allocated to earlier claims.
 type Cluster struct {
-	t         testing.TB
+	t         T
 	Node      *v1.Node
 	Slices    []*resourceapi.ResourceSlice
 	Classes   []*resourceapi.DeviceClass
@@ -48,7 +54,20 @@ var Features = structured.Features{
 }
 
 // New builds a cluster from driver resources as published by nodeName.
-func New(t testing.TB, driverName, nodeName string, res resourceslice.DriverResources) *Cluster {
+func New(t T, driverName, nodeName string, res resourceslice.DriverResources) *Cluster {
+	t.Helper()
+	var objs []*resourceapi.ResourceSlice
+	for i, s := range slices.Objects(driverName, nodeName, res) {
+		s := s
+		s.Name = fmt.Sprintf("%s%d", s.GenerateName, i)
+		objs = append(objs, &s)
+	}
+	return NewFromSlices(t, nodeName, objs)
+}
+
+// NewFromSlices builds a cluster from ResourceSlice objects, for example
+// those the plugin's controller wrote to an API server.
+func NewFromSlices(t T, nodeName string, objs []*resourceapi.ResourceSlice) *Cluster {
 	t.Helper()
 	c := &Cluster{
 		t:        t,
@@ -61,11 +80,7 @@ func New(t testing.TB, driverName, nodeName string, res resourceslice.DriverReso
 			AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
 		},
 	}
-	for i, s := range slices.Objects(driverName, nodeName, res) {
-		s := s
-		s.Name = fmt.Sprintf("%s%d", s.GenerateName, i)
-		c.Slices = append(c.Slices, &s)
-	}
+	c.Slices = objs
 	return c
 }
 
@@ -76,11 +91,11 @@ func RepoRoot() string {
 }
 
 // ShippedDeviceClasses loads deployments/static/deviceclasses.yaml.
-func ShippedDeviceClasses(t testing.TB) []*resourceapi.DeviceClass {
+func ShippedDeviceClasses(t T) []*resourceapi.DeviceClass {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(RepoRoot(), "deployments", "static", "deviceclasses.yaml"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("read DeviceClasses: %v", err)
 	}
 	var out []*resourceapi.DeviceClass
 	for _, doc := range strings.Split(string(data), "\n---\n") {

@@ -1,0 +1,22 @@
+// Command gpudra is the operator's companion CLI. `gpudra demo` runs the
+// whole driver offline on simulated GPUs: the scheduler's allocator picks
+// devices for a few typical claims, the real plugin prepares them over its
+// kubelet socket, and the nvidia-smi stand-in shows what each container
+// would see.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	root := &cobra.Command{Use: "gpudra", Short: "Tools for the GPU DRA driver", SilenceUsage: true}
+	root.AddCommand(newDemoCommand())
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
