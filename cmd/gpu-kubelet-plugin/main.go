@@ -35,6 +35,7 @@ type options struct {
 	cdiRoot      string
 	httpEndpoint string
 	printSlices  bool
+	dynamicMIG   bool
 	backend      driver.BackendOptions
 }
 
@@ -72,6 +73,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.stateDir, "state-dir", "", "Checkpoint and simulator state; default <kubelet-dir>/plugins/<driver-name>.")
 	f.StringVar(&o.cdiRoot, "cdi-root", "/var/run/cdi", "Directory containerd reads CDI specs from.")
 	f.StringVar(&o.httpEndpoint, "http-endpoint", ":9402", "Address for /metrics and /healthz; empty to disable.")
+	f.BoolVar(&o.dynamicMIG, "dynamic-mig", true, "Offer MIG-capable GPUs (whose MIG mode changes without a reset) as partitionable devices; MIG devices are created at prepare time.")
 	f.BoolVar(&o.printSlices, "print-slices", false, "Print the ResourceSlices this node would publish as YAML and exit; needs no cluster.")
 	f.StringVar(&o.backend.SimulateProfile, "simulate", os.Getenv("SIMULATE_PROFILE"), "Simulate GPUs instead of using NVML, e.g. h100x8, a100-40gbx8, a100-80gbx4, h200x8 (env SIMULATE_PROFILE).")
 	f.StringVar(&o.backend.NvidiaSmiStub, "nvidia-smi-stub", "", "nvidia-smi stand-in exposed to simulated containers; default nvidia-smi-sim next to this binary.")
@@ -114,7 +116,7 @@ func printSlices(cmd *cobra.Command, o *options) error {
 	if err != nil {
 		return err
 	}
-	res := slices.Build(o.nodeName, b.Inventory)
+	res := slices.Build(o.nodeName, b.Inventory, slices.Options{DynamicMIG: o.dynamicMIG})
 	if err := slices.Validate(res); err != nil {
 		return err
 	}
@@ -142,6 +144,7 @@ func run(ctx context.Context, o *options) error {
 		RegistrarDir:     filepath.Join(o.kubeletDir, "plugins_registry"),
 		RollingUpdateUID: types.UID(o.podUID),
 		Metrics:          m,
+		DynamicMIG:       o.dynamicMIG,
 	})
 	if err != nil {
 		return err

@@ -33,6 +33,9 @@ type Device struct {
 	ProductName string
 	// Minor is the /dev/nvidiaN number of the GPU (the parent for MIG).
 	Minor int
+	// ParentUUID and MigProfile are set for MIG devices.
+	ParentUUID string
+	MigProfile string
 }
 
 // Edits produces container edits.

@@ -16,10 +16,15 @@ type SimulatedEdits struct {
 	DevicePath func(minor int) string
 	// ControlDevicePath is the host file standing in for /dev/nvidiactl.
 	ControlDevicePath string
+	// MigDevicePath returns the host file standing in for a MIG device.
+	MigDevicePath func(uuid string) string
 	// NvidiaSmiPath is the host path of the nvidia-smi stand-in; empty to
 	// leave it out.
 	NvidiaSmiPath string
 }
+
+// MigDir is where simulated MIG device files appear in a container.
+const MigDir = "/dev/nvidia-mig"
 
 var roBind = []string{"ro", "nosuid", "nodev", "bind"}
 
@@ -41,13 +46,23 @@ func (s SimulatedEdits) ForClaim(devices []Device) (cdispec.ContainerEdits, erro
 	return edits, nil
 }
 
-// ForDevice implements Edits.
+// ForDevice implements Edits. A MIG device also gets its parent's device
+// file, as real MIG containers get the parent's /dev/nvidiaN.
 func (s SimulatedEdits) ForDevice(d Device) (cdispec.ContainerEdits, error) {
-	return cdispec.ContainerEdits{
+	edits := cdispec.ContainerEdits{
 		Mounts: []*cdispec.Mount{{
 			HostPath:      s.DevicePath(d.Minor),
 			ContainerPath: fmt.Sprintf("/dev/nvidia%d", d.Minor),
 			Options:       roBind,
 		}},
-	}, nil
+	}
+	if d.ParentUUID != "" {
+		if s.MigDevicePath == nil || d.UUID == "" {
+			return edits, fmt.Errorf("MIG device %s has no simulated device file", d.Name)
+		}
+		edits.Mounts = append(edits.Mounts, &cdispec.Mount{
+			HostPath: s.MigDevicePath(d.UUID), ContainerPath: MigDir + "/" + d.UUID, Options: roBind,
+		})
+	}
+	return edits, nil
 }

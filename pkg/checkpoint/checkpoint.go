@@ -50,6 +50,21 @@ type PreparedDevice struct {
 	// Shared marks devices that other claims may use at the same time
 	// (admin access), so they are not counted as exclusively held.
 	Shared bool `json:"shared,omitempty"`
+	// Mig is set for MIG devices.
+	Mig *MigRecord `json:"mig,omitempty"`
+}
+
+// MigRecord locates a MIG device on its parent GPU.
+type MigRecord struct {
+	ParentUUID string `json:"parentUUID"`
+	Profile    string `json:"profile"`
+	Start      uint32 `json:"start"`
+	Size       uint32 `json:"size"`
+	// Dynamic MIG devices were created by this driver at prepare and are
+	// destroyed at unprepare; GIID and CIID are -1 until created.
+	Dynamic bool `json:"dynamic,omitempty"`
+	GIID    int  `json:"giID"`
+	CIID    int  `json:"ciID"`
 }
 
 // PreparedClaim is the record of one claim.

@@ -68,7 +68,7 @@ func openSimulated(o BackendOptions) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	inv, err := nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot()})
+	inv, err := nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot(), MigModeChangeWithoutReset: true})
 	if err != nil {
 		return nil, fmt.Errorf("discover simulated GPUs: %w", err)
 	}
@@ -76,7 +76,7 @@ func openSimulated(o BackendOptions) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	edits := cdi.SimulatedEdits{DevicePath: sim.DevicePath, ControlDevicePath: sim.ControlDevicePath(), NvidiaSmiPath: smi}
+	edits := cdi.SimulatedEdits{DevicePath: sim.DevicePath, MigDevicePath: sim.MigDevicePath, ControlDevicePath: sim.ControlDevicePath(), NvidiaSmiPath: smi}
 	return &Backend{NVML: sim, Inventory: inv, Edits: edits, Simulator: sim}, nil
 }
 

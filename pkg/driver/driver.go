@@ -40,6 +40,8 @@ type Config struct {
 	// RollingUpdateUID enables the helper's rolling updates (the pod UID).
 	RollingUpdateUID types.UID
 	Metrics          *metrics.Metrics
+	// DynamicMIG offers MIG-capable GPUs as partitionable devices.
+	DynamicMIG bool
 }
 
 // Driver is a running kubelet plugin.
@@ -58,12 +60,6 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New()
 	}
-	resources := slices.Build(cfg.NodeName, cfg.Backend.Inventory)
-	if err := slices.Validate(resources); err != nil {
-		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
-	}
-	devices, watched := allocatable(cfg.NodeName, cfg.Backend)
-
 	store, rec, err := checkpoint.Open(filepath.Join(cfg.StateDir, "checkpoint"))
 	if err != nil {
 		return nil, err
@@ -75,6 +71,12 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	sliceOpts := slices.Options{DynamicMIG: cfg.DynamicMIG, DynamicParents: dynamicParents(store)}
+	resources := slices.Build(cfg.NodeName, cfg.Backend.Inventory, sliceOpts)
+	if err := slices.Validate(resources); err != nil {
+		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
+	}
+	devices, watched := allocatable(cfg.NodeName, cfg.Backend.Inventory, sliceOpts)
 	d := &Driver{cfg: cfg, health: health.New(watched)}
 	d.state = prepare.New(prepare.Config{
 		DriverName: cfg.DriverName, PoolName: cfg.NodeName, Devices: devices,
@@ -86,7 +88,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recover prepared claims: %w", err)
 	}
-	logger.Info("Recovered prepared claims", "kept", report.Kept, "rolledBack", report.RolledBack, "stale", report.Stale, "rebuilt", report.Rebuilt, "orphanSpecs", report.OrphanSpecs)
+	logger.Info("Recovered prepared claims", "kept", report.Kept, "rolledBack", report.RolledBack, "stale", report.Stale, "rebuilt", report.Rebuilt, "orphanSpecs", report.OrphanSpecs, "unownedMigDestroyed", report.UnownedMig)
 	cfg.Metrics.PreparedDevices.Set(float64(d.state.PreparedDeviceCount()))
 
 	for _, dir := range []string{cfg.PluginDir, cfg.RegistrarDir} {

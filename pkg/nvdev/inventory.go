@@ -29,6 +29,13 @@ type GPU struct {
 	NUMANode              *int
 	MigCapable            bool
 	MigEnabled            bool
+	// MigModeChangeNeedsReset is true where switching MIG mode requires a
+	// GPU reset (Ampere and older); such GPUs only get dynamic MIG when an
+	// admin has already turned MIG mode on.
+	MigModeChangeNeedsReset bool
+	MigProfiles             []MigProfile
+	// MigDevices are the MIG devices that exist at discovery.
+	MigDevices []MigDevice
 
 	// Device is the NVML handle, kept for prepare-time operations.
 	Device nvml.Device `json:"-"`
@@ -45,6 +52,9 @@ type Inventory struct {
 type Options struct {
 	// SysfsRoot is where PCIe topology is read from ("/sys" on a host).
 	SysfsRoot string
+	// MigModeChangeWithoutReset declares that every GPU can switch MIG mode
+	// without a reset (true for simulated GPUs).
+	MigModeChangeWithoutReset bool
 }
 
 // Discover enumerates every GPU. NVML must already be initialised.
@@ -73,7 +83,7 @@ func Discover(lib nvml.Interface, opts Options) (*Inventory, error) {
 		if ret != nvml.SUCCESS {
 			return nil, fmt.Errorf("get handle of GPU %d: %s", i, nvml.ErrorString(ret))
 		}
-		gpu, err := describeGPU(dev, opts)
+		gpu, err := describeGPU(lib, dev, opts)
 		if err != nil {
 			return nil, fmt.Errorf("GPU %d: %w", i, err)
 		}
@@ -83,9 +93,10 @@ func Discover(lib nvml.Interface, opts Options) (*Inventory, error) {
 	return inv, nil
 }
 
-func describeGPU(dev nvml.Device, opts Options) (*GPU, error) {
+func describeGPU(lib nvml.Interface, dev nvml.Device, opts Options) (*GPU, error) {
 	g := &GPU{Device: dev}
 	var ret nvml.Return
+	var err error
 	if g.Index, ret = dev.GetIndex(); ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("get index: %s", nvml.ErrorString(ret))
 	}
@@ -134,6 +145,18 @@ func describeGPU(dev nvml.Device, opts Options) (*GPU, error) {
 		return nil, fmt.Errorf("get MIG mode: %s", nvml.ErrorString(ret))
 	}
 	g.Multiprocessors = multiprocessors(dev, g.MigCapable)
+	if g.MigCapable {
+		arch, _ := dev.GetArchitecture()
+		g.MigModeChangeNeedsReset = !opts.MigModeChangeWithoutReset && arch < nvml.DEVICE_ARCH_HOPPER
+		if g.MigProfiles, err = migProfiles(lib, dev, g.MemoryBytes); err != nil {
+			return nil, err
+		}
+		if g.MigEnabled {
+			if g.MigDevices, err = ExistingMigDevices(dev, g.MigProfiles); err != nil {
+				return nil, err
+			}
+		}
+	}
 
 	if g.PCIBusID != "" {
 		fsMod := deviceattribute.WithFSFromRoot(opts.SysfsRoot)

@@ -41,23 +41,11 @@ func (s *State) plan(claim *resourceapi.ResourceClaim) ([]plannedDevice, error) 
 		if !ok {
 			return nil, fmt.Errorf("device %s is not published by this node; it may have been removed since the claim was allocated", r.Device)
 		}
-		cfg, err := configFor(configs, r.Request, dev.Type)
+		cfg, err := configFor(configs, r.Request, dev.Type())
 		if err != nil {
 			return nil, err
 		}
-		planned = append(planned, plannedDevice{
-			device: dev,
-			config: cfg,
-			record: checkpoint.PreparedDevice{
-				Requests:    []string{r.Request},
-				Pool:        r.Pool,
-				Device:      r.Device,
-				Type:        string(dev.Type),
-				UUID:        dev.GPU.UUID,
-				ProductName: dev.GPU.ProductName,
-				Shared:      (r.AdminAccess != nil && *r.AdminAccess) || r.ShareID != nil,
-			},
-		})
+		planned = append(planned, plannedDevice{device: dev, config: cfg, record: newRecord(r, dev)})
 	}
 	return planned, nil
 }
@@ -94,18 +82,47 @@ func (s *State) release(uid types.UID, planned []plannedDevice) {
 	}
 }
 
-func deviceNames(planned []plannedDevice) []string {
+// newRecord is the checkpoint entry of an allocated device before any work.
+func newRecord(r resourceapi.DeviceRequestAllocationResult, dev *AllocatableDevice) checkpoint.PreparedDevice {
+	rec := checkpoint.PreparedDevice{
+		Requests:    []string{r.Request},
+		Pool:        r.Pool,
+		Device:      r.Device,
+		Type:        string(dev.Type()),
+		UUID:        dev.GPU.UUID,
+		ProductName: dev.GPU.ProductName,
+		Shared:      (r.AdminAccess != nil && *r.AdminAccess) || r.ShareID != nil,
+	}
+	switch dev.Kind {
+	case StaticMig:
+		rec.UUID = dev.StaticUUID
+		rec.Mig = &checkpoint.MigRecord{ParentUUID: dev.GPU.UUID, Profile: dev.Placement.Profile.Name, Start: dev.Placement.Start, Size: dev.Placement.Size, GIID: dev.GIID, CIID: dev.CIID}
+	case DynamicMig:
+		rec.UUID = "" // known once created
+		rec.Mig = &checkpoint.MigRecord{ParentUUID: dev.GPU.UUID, Profile: dev.Placement.Profile.Name, Start: dev.Placement.Start, Size: dev.Placement.Size, Dynamic: true, GIID: -1, CIID: -1}
+	}
+	return rec
+}
+
+func lockKeys(planned []plannedDevice) []string {
 	out := make([]string, 0, len(planned))
 	for _, p := range planned {
-		out = append(out, p.device.Name)
+		out = append(out, p.device.lockKey())
 	}
 	return out
 }
 
-func cdiDevices(planned []plannedDevice) []cdi.Device {
+// cdiDevices describes the prepared devices for the CDI spec; records carry
+// what prepare learned (the UUID of a created MIG device).
+func cdiDevices(records []checkpoint.PreparedDevice, planned []plannedDevice) []cdi.Device {
 	out := make([]cdi.Device, 0, len(planned))
-	for _, p := range planned {
-		out = append(out, cdi.Device{Name: p.device.Name, UUID: p.device.GPU.UUID, ProductName: p.device.GPU.ProductName, Minor: p.device.GPU.Minor})
+	for i, p := range planned {
+		d := cdi.Device{Name: p.device.Name, UUID: records[i].UUID, ProductName: p.device.GPU.ProductName, Minor: p.device.GPU.Minor}
+		if p.device.Kind != WholeGPU {
+			d.ParentUUID = p.device.GPU.UUID
+			d.MigProfile = p.device.Placement.Profile.Name
+		}
+		out = append(out, d)
 	}
 	return out
 }

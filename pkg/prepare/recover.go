@@ -10,6 +10,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
 // ClaimGetter looks a claim up in the API.
@@ -17,7 +19,7 @@ type ClaimGetter func(ctx context.Context, namespace, name string) (*resourceapi
 
 // RecoveryReport says what Recover did.
 type RecoveryReport struct {
-	Kept, RolledBack, Stale, Rebuilt, OrphanSpecs int
+	Kept, RolledBack, Stale, Rebuilt, OrphanSpecs, UnownedMig int
 }
 
 // Recover reconciles the node with the checkpoint before the kubelet is
@@ -84,7 +86,49 @@ func (s *State) Recover(ctx context.Context, getClaim ClaimGetter) (RecoveryRepo
 		}
 		report.Kept++
 	}
+	destroyed, err := s.destroyUnownedMig()
+	if err != nil {
+		return report, err
+	}
+	report.UnownedMig = destroyed
 	return report, nil
+}
+
+// destroyUnownedMig removes MIG devices on dynamically partitioned GPUs
+// that no prepared claim owns: what a crash between "created" and
+// "checkpointed" leaves behind.
+func (s *State) destroyUnownedMig() (int, error) {
+	owned := map[[2]string]bool{}
+	for _, rec := range s.Store.List() {
+		for _, d := range rec.Devices {
+			if d.Mig != nil && d.Mig.Dynamic && d.Mig.GIID >= 0 {
+				owned[[2]string{d.Mig.ParentUUID, fmt.Sprint(d.Mig.GIID)}] = true
+			}
+		}
+	}
+	destroyed := 0
+	for _, dev := range s.Devices {
+		if dev.Kind != WholeGPU || !dev.Partitionable {
+			continue
+		}
+		existing, err := nvdev.ExistingMigDevices(dev.GPU.Device, dev.GPU.MigProfiles)
+		if err != nil {
+			return destroyed, fmt.Errorf("GPU %s: %w", dev.Name, err)
+		}
+		for _, m := range existing {
+			if owned[[2]string{dev.GPU.UUID, fmt.Sprint(m.GIID)}] {
+				continue
+			}
+			if err := mig.Destroy(dev.GPU.Device, m.GIID, m.CIID); err != nil {
+				return destroyed, fmt.Errorf("GPU %s: %w", dev.Name, err)
+			}
+			destroyed++
+		}
+		if err := mig.DisableIfEmpty(dev.GPU.Device, dev.GPU.MigProfiles); err != nil {
+			return destroyed, fmt.Errorf("GPU %s: %w", dev.Name, err)
+		}
+	}
+	return destroyed, nil
 }
 
 func (s *State) isStale(ctx context.Context, getClaim ClaimGetter, rec checkpoint.PreparedClaim) (bool, error) {
@@ -119,6 +163,6 @@ func (s *State) adopt(rec checkpoint.PreparedClaim) error {
 		}
 		planned = append(planned, plannedDevice{device: dev, record: d})
 	}
-	_, err := s.CDI.Write(rec.UID, cdiDevices(planned), rec)
+	_, err := s.CDI.Write(rec.UID, cdiDevices(rec.Devices, planned), rec)
 	return err
 }

@@ -17,15 +17,49 @@ import (
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+)
+
+// DeviceKind says what preparing a device involves.
+type DeviceKind int
+
+const (
+	// WholeGPU is a GPU used as a whole.
+	WholeGPU DeviceKind = iota
+	// StaticMig is a MIG device an admin created; it is used as it is.
+	StaticMig
+	// DynamicMig is a MIG placement created at prepare, destroyed at unprepare.
+	DynamicMig
 )
 
 // AllocatableDevice is a device this node publishes and can prepare.
 type AllocatableDevice struct {
 	Name string
-	Type configapi.DeviceType
-	GPU  *nvdev.GPU
+	Kind DeviceKind
+	// GPU is the GPU itself, or the parent of a MIG device.
+	GPU *nvdev.GPU
+	// Partitionable is set on whole GPUs that are also offered as dynamic
+	// MIG devices: their MIG mode must be off while used whole.
+	Partitionable bool
+	// Placement locates a MIG device; StaticUUID, GIID and CIID identify an
+	// existing (static) one.
+	Placement  mig.Placement
+	StaticUUID string
+	GIID, CIID int
 }
+
+// Type is the device type configs are checked against.
+func (d *AllocatableDevice) Type() configapi.DeviceType {
+	if d.Kind == WholeGPU {
+		return configapi.GpuDeviceType
+	}
+	return configapi.MigDeviceType
+}
+
+// lockKey serialises work on one physical GPU: MIG mode changes and GPU
+// instance creation on a GPU must not interleave.
+func (d *AllocatableDevice) lockKey() string { return d.GPU.UUID }
 
 // StatusReporter publishes what was prepared into the claim's status. It
 // must not block: the kubelet does not wait for it. Nothing is reported on
@@ -80,7 +114,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	if err != nil {
 		return nil, err
 	}
-	unlockDevices := s.deviceLocks.Lock(deviceNames(planned)...)
+	unlockDevices := s.deviceLocks.Lock(lockKeys(planned)...)
 	defer unlockDevices()
 
 	if err := s.reserve(claim.UID, planned); err != nil {
@@ -106,12 +140,16 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	return devices, nil
 }
 
-// prepareDevices applies the configs, writes the CDI spec and records the
-// claim as completed.
-func (s *State) prepareDevices(ctx context.Context, rec *checkpoint.PreparedClaim, planned []plannedDevice) ([]kubeletplugin.Device, error) {
-	for _, p := range planned {
+// prepareDevices configures the devices (creating MIG devices where
+// needed), writes the CDI spec and records the claim as completed. rec is
+// updated as devices are created so that a rollback can undo them.
+func (s *State) prepareDevices(_ context.Context, rec *checkpoint.PreparedClaim, planned []plannedDevice) ([]kubeletplugin.Device, error) {
+	for i, p := range planned {
 		if sharing := p.config.GetSharing(); sharing != nil {
 			return nil, fmt.Errorf("device %s: sharing.strategy %s is not supported by this driver version; remove the sharing section", p.device.Name, sharing.Strategy)
+		}
+		if err := s.configureDevice(&rec.Devices[i], p.device); err != nil {
+			return nil, fmt.Errorf("device %s: %w", p.device.Name, err)
 		}
 	}
 	// IDs are derived from the claim UID, so the record stored in the spec's
@@ -120,7 +158,7 @@ func (s *State) prepareDevices(ctx context.Context, rec *checkpoint.PreparedClai
 	for i := range rec.Devices {
 		rec.Devices[i].CDIDeviceIDs = []string{s.CDI.DeviceID(rec.UID, rec.Devices[i].Device)}
 	}
-	if _, err := s.CDI.Write(rec.UID, cdiDevices(planned), rec); err != nil {
+	if _, err := s.CDI.Write(rec.UID, cdiDevices(rec.Devices, planned), rec); err != nil {
 		return nil, err
 	}
 	if err := s.Store.Put(*rec); err != nil {
@@ -144,14 +182,21 @@ func (s *State) Unprepare(ctx context.Context, claim kubeletplugin.NamespacedObj
 // unprepareLocked reverses every step of a (possibly partial) prepare.
 // The caller holds the claim lock.
 func (s *State) unprepareLocked(_ context.Context, rec checkpoint.PreparedClaim) error {
-	names := make([]string, 0, len(rec.Devices))
+	keys := make([]string, 0, len(rec.Devices))
 	for _, d := range rec.Devices {
-		names = append(names, d.Device)
+		if dev, ok := s.Devices[d.Device]; ok {
+			keys = append(keys, dev.lockKey())
+		}
 	}
-	unlockDevices := s.deviceLocks.Lock(names...)
+	unlockDevices := s.deviceLocks.Lock(keys...)
 	defer unlockDevices()
 	if err := s.CDI.Remove(rec.UID); err != nil {
 		return err
+	}
+	for _, d := range rec.Devices {
+		if err := s.releaseDevice(d); err != nil {
+			return fmt.Errorf("device %s: %w", d.Device, err)
+		}
 	}
 	if err := s.Store.Delete(rec.UID); err != nil {
 		return err

@@ -46,6 +46,9 @@ func New(profile Profile, nodeName, dir string) (*Simulator, error) {
 	if err := sim.writeHostFiles(); err != nil {
 		return nil, err
 	}
+	if err := sim.wireMig(); err != nil {
+		return nil, err
+	}
 	return sim, nil
 }
 

@@ -24,7 +24,7 @@ func simulatedInventory(t *testing.T, profile string) *nvdev.Inventory {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot()})
+	inv, err := nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot(), MigModeChangeWithoutReset: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func mixedNode(t *testing.T) *schedtest.Cluster {
 		g.Minor, g.Index = 4+i, 4+i
 	}
 	h100.GPUs = append(h100.GPUs, a100.GPUs...)
-	return schedtest.New(t, driverName, "n1", slices.Build("n1", h100))
+	return schedtest.New(t, driverName, "n1", slices.Build("n1", h100, slices.Options{}))
 }
 
 func TestAllocatorSelectsByAttributes(t *testing.T) {
@@ -98,7 +98,7 @@ func expectAll(model string) func(t *testing.T, c *schedtest.Cluster, devices []
 }
 
 func TestAllocatorMatchAttributePCIeRoot(t *testing.T) {
-	c := schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x8")))
+	c := schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x8"), slices.Options{}))
 	root := resourceapi.FullyQualifiedName("resource.kubernetes.io/pcieRoot")
 	for i := 0; i < 4; i++ {
 		claim := schedtest.Claim("pair", schedtest.Request("gpus", "gpu.nvidia.com", 2))
@@ -119,7 +119,7 @@ func TestAllocatorMatchAttributePCIeRoot(t *testing.T) {
 }
 
 func TestAllocatorNeverHandsOutAGPUTwice(t *testing.T) {
-	c := schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x8")))
+	c := schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x8"), slices.Options{}))
 	seen := map[string]bool{}
 	for i := 0; i < 8; i++ {
 		got := schedtest.Devices(c.Allocate(schedtest.Claim("c", schedtest.Request("gpu", "gpu.nvidia.com", 1))))
@@ -134,7 +134,7 @@ func TestAllocatorNeverHandsOutAGPUTwice(t *testing.T) {
 }
 
 func TestExtendedResourceClass(t *testing.T) {
-	c := schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x8")))
+	c := schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x8"), slices.Options{}))
 	var gpuClass *resourceapi.DeviceClass
 	for _, dc := range c.Classes {
 		if dc.Spec.ExtendedResourceName != nil && *dc.Spec.ExtendedResourceName == "nvidia.com/gpu" {

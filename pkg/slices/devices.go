@@ -95,16 +95,74 @@ func version(s string) resourceapi.DeviceAttribute {
 	return resourceapi.DeviceAttribute{VersionValue: &s}
 }
 
-// Build returns the node's resources: one pool named after the node, with
-// the devices split into as many slices as the API limits require.
-func Build(nodeName string, inv *nvdev.Inventory) resourceslice.DriverResources {
-	devices := make([]resourceapi.Device, 0, len(inv.GPUs))
+// Options shape what a node publishes.
+type Options struct {
+	// DynamicMIG publishes MIG-capable GPUs as partitionable devices whose
+	// MIG devices are created at prepare time.
+	DynamicMIG bool
+	// DynamicParents are GPUs whose existing MIG devices this driver
+	// created (per its checkpoint): they stay dynamic rather than being
+	// mistaken for an admin's static MIG layout.
+	DynamicParents map[string]bool
+}
+
+// Mode is how one GPU is published.
+type Mode int
+
+const (
+	// Whole: the GPU is one device.
+	Whole Mode = iota
+	// StaticMIG: MIG devices an admin created are published; the GPU is not.
+	StaticMIG
+	// DynamicMIG: the GPU and every MIG placement are published, sharing
+	// counters so the scheduler never hands out overlapping pieces.
+	DynamicMIG
+)
+
+// ModeOf decides how a GPU is published.
+func ModeOf(g *nvdev.GPU, o Options) Mode {
+	switch {
+	case o.DynamicMIG && o.DynamicParents[g.UUID]:
+		return DynamicMIG
+	case g.MigEnabled && len(g.MigDevices) > 0:
+		return StaticMIG
+	case o.DynamicMIG && g.MigCapable && len(g.MigProfiles) > 0 && (g.MigEnabled || !g.MigModeChangeNeedsReset):
+		return DynamicMIG
+	default:
+		return Whole
+	}
+}
+
+// Build returns the node's resources: one pool named after the node. Counter
+// sets go into slices of their own (at most 8 per slice); devices are split
+// into slices under the API's per-slice limits.
+func Build(nodeName string, inv *nvdev.Inventory, o Options) resourceslice.DriverResources {
+	var devices []resourceapi.Device
+	var counterSets []resourceapi.CounterSet
 	for _, g := range inv.GPUs {
-		devices = append(devices, GPUDevice(inv, g))
+		switch ModeOf(g, o) {
+		case Whole:
+			devices = append(devices, GPUDevice(inv, g))
+		case StaticMIG:
+			for _, m := range g.MigDevices {
+				devices = append(devices, MigDevice(inv, g, m.Profile, m.Placement.Start, m.Placement.Size, m.UUID))
+			}
+		case DynamicMIG:
+			set, devs := partitionableDevices(inv, g)
+			counterSets = append(counterSets, set)
+			devices = append(devices, devs...)
+		}
 	}
 	pool := resourceslice.Pool{}
-	for _, chunk := range chunk(devices, MaxDevicesPerSlice) {
-		pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: chunk})
+	for _, sets := range chunk(counterSets, MaxCounterSetsPerSlice) {
+		pool.Slices = append(pool.Slices, resourceslice.Slice{SharedCounters: sets})
+	}
+	perSlice := MaxDevicesPerSlice
+	if len(counterSets) > 0 {
+		perSlice = MaxDevicesPerSliceWithCounters
+	}
+	for _, c := range chunk(devices, perSlice) {
+		pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: c})
 	}
 	if len(pool.Slices) == 0 {
 		// An empty slice still tells the scheduler the pool exists and is empty.

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Builds (once per version, cached) everything the local cluster runs:
+# etcd, containerd, Kubernetes server binaries and kubectl, helm; and installs
+# the Debian packages the node needs. Safe to re-run: cached parts are skipped.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+apt_deps() {
+  local need=()
+  for p in runc busybox-static containernetworking-plugins iptables conntrack openssl curl; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  done
+  [ ${#need[@]} -eq 0 ] && return
+  say "installing Debian packages: ${need[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+
+# wrapper_module DIR MODULE: a throwaway module to build third-party commands in.
+wrapper_module() { mkdir -p "$1"; (cd "$1" && [ -f go.mod ] || printf 'module %s\ngo 1.26\n' "$2" > go.mod); }
+
+build_etcd() {
+  [ -x "$BIN_ETCD/etcd" ] && return
+  local d=$CACHE/build/etcd-$ETCD_VERSION s; s=$(now)
+  wrapper_module "$d" etcdwrap
+  printf 'package main\n\nimport (\n\t"os"\n\n\t"go.etcd.io/etcd/server/v3/etcdmain"\n)\n\nfunc main() { etcdmain.Main(os.Args) }\n' > "$d/main.go"
+  (cd "$d" && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" && go mod tidy && \
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN_ETCD/etcd" .) || die "etcd build failed"
+  say "built etcd $ETCD_VERSION in $(since "$s")s"
+}
+
+build_containerd() {
+  [ -x "$BIN_CTRD/containerd" ] && return
+  local d=$CACHE/build/containerd-$CONTAINERD_VERSION s c; s=$(now)
+  wrapper_module "$d" ctrdwrap
+  printf '//go:build tools\npackage tools\n\nimport (\n\t_ "github.com/containerd/containerd/v2/cmd/containerd"\n\t_ "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2"\n\t_ "github.com/containerd/containerd/v2/cmd/ctr"\n)\n' > "$d/tools.go"
+  (cd "$d" && go get "github.com/containerd/containerd/v2@$CONTAINERD_VERSION" && go mod tidy) || die "containerd modules"
+  for c in containerd-shim-runc-v2 ctr containerd; do
+    (cd "$d" && CGO_ENABLED=0 go build -trimpath -tags "no_btrfs no_devmapper no_zfs" \
+      -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+      -o "$BIN_CTRD/$c" "github.com/containerd/containerd/v2/cmd/$c") || die "containerd build ($c) failed"
+  done
+  say "built containerd $CONTAINERD_VERSION in $(since "$s")s"
+}
+
+build_kubernetes() {
+  local cmds=(kubectl kube-scheduler kube-controller-manager kubelet kube-apiserver) c missing=0
+  for c in "${cmds[@]}"; do [ -x "$BIN_K8S/$c" ] || missing=1; done
+  [ $missing = 0 ] && return
+  local d=$CACHE/build/kubernetes-v$K8S_VERSION s; s=$(now)
+  mkdir -p "$d"
+  (cd "$d" && go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" >/dev/null) || die "download k8s.io/kubernetes"
+  local mod; mod=$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/v$K8S_VERSION.mod
+  # k8s.io/kubernetes points its staging modules at ./staging; use the published ones.
+  { printf 'module k8swrap\ngo 1.26\nrequire k8s.io/kubernetes v%s\n' "$K8S_VERSION"
+    grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$mod" | awk -v v="v0.${K8S_VERSION#1.}" '{printf "replace %s => %s %s\n", $1, $1, v}'
+  } > "$d/go.mod"
+  { printf '//go:build tools\npackage tools\n\nimport (\n'
+    for c in "${cmds[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
+    printf ')\n'; } > "$d/tools.go"
+  (cd "$d" && go mod tidy) || die "kubernetes modules"
+  local ldf="-s -w" p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldf="$ldf -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=${K8S_VERSION%%.*} -X $p.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2) -X $p.gitTreeState=clean"
+  done
+  for c in "${cmds[@]}"; do
+    [ -x "$BIN_K8S/$c" ] && continue
+    local cs; cs=$(now)
+    (cd "$d" && go build -trimpath -ldflags "$ldf" -o "$BIN_K8S/$c" "k8s.io/kubernetes/cmd/$c") || die "build $c failed"
+    say "built $c in $(since "$cs")s"
+  done
+  say "built Kubernetes v$K8S_VERSION in $(since "$s")s"
+}
+
+build_helm() {
+  [ -x "$BIN_HELM/helm" ] && return
+  local d=$CACHE/build/helm-$HELM_VERSION s; s=$(now)
+  wrapper_module "$d" helmwrap
+  printf '//go:build tools\npackage tools\n\nimport _ "helm.sh/helm/v3/cmd/helm"\n' > "$d/tools.go"
+  (cd "$d" && go get "helm.sh/helm/v3@$HELM_VERSION" && go mod tidy && \
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+      -o "$BIN_HELM/helm" helm.sh/helm/v3/cmd/helm) || die "helm build failed"
+  say "built helm $HELM_VERSION in $(since "$s")s"
+}
+
+main() {
+  local s; s=$(now)
+  mkdir -p "$BIN_K8S" "$BIN_ETCD" "$BIN_CTRD" "$BIN_HELM"
+  case "${1:-all}" in
+    helm) build_helm ;;
+    all) apt_deps; build_helm; build_etcd; build_containerd; build_kubernetes ;;
+    *) die "usage: $0 [all|helm]" ;;
+  esac
+  say "cluster binaries ready in $CACHE/bin ($(since "$s")s)"
+}
+main "$@"

@@ -1,0 +1,28 @@
+# Shared settings of the local-cluster tooling. Sourced, not run.
+# Everything built is cached outside the repository, keyed by version, so a
+# second run (or a later CI run on the same machine) reuses it.
+K8S_VERSION=${K8S_VERSION:-1.37.0}
+ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
+
+CACHE=${GPU_DRA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-dra-driver}
+BIN_K8S=$CACHE/bin/kubernetes-v$K8S_VERSION
+BIN_ETCD=$CACHE/bin/etcd-$ETCD_VERSION
+BIN_CTRD=$CACHE/bin/containerd-$CONTAINERD_VERSION
+BIN_HELM=$CACHE/bin/helm-$HELM_VERSION
+CLUSTER=${GPU_DRA_CLUSTER_DIR:-$CACHE/cluster}
+KUBECONFIG_PATH=$CLUSTER/kubeconfig
+PKI=$CLUSTER/pki
+LOGS=$CLUSTER/logs
+PIDS=$CLUSTER/pids
+CTRD_SOCK=$CLUSTER/run/containerd/containerd.sock
+KUBELET_DIR=$CLUSTER/var/lib/kubelet
+NODE=$(hostname)
+
+export PATH=$BIN_K8S:$BIN_ETCD:$BIN_CTRD:$BIN_HELM:/usr/local/go/bin:$PATH
+
+say() { echo "[$(date +%T)] $*"; }
+die() { echo "[$(date +%T)] ERROR: $*" >&2; exit 1; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }

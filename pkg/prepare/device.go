@@ -1,0 +1,49 @@
+package prepare
+
+import (
+	"fmt"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
+)
+
+// configureDevice does the device-side work of prepare. The caller holds
+// the lock of the device's GPU.
+func (s *State) configureDevice(rec *checkpoint.PreparedDevice, dev *AllocatableDevice) error {
+	switch dev.Kind {
+	case WholeGPU:
+		if dev.Partitionable {
+			// A crash may have left MIG mode on with nothing in it; the
+			// scheduler guarantees no MIG device of this GPU is allocated.
+			return mig.DisableIfEmpty(dev.GPU.Device, dev.GPU.MigProfiles)
+		}
+		return nil
+	case DynamicMig:
+		inst, err := mig.Create(dev.GPU.Device, dev.Placement)
+		if err != nil {
+			return err
+		}
+		rec.UUID, rec.Mig.GIID, rec.Mig.CIID = inst.UUID, inst.GIID, inst.CIID
+		return nil
+	default:
+		return nil
+	}
+}
+
+// releaseDevice undoes configureDevice. It is idempotent: it runs again
+// after a crash, and on records of devices that were never created.
+func (s *State) releaseDevice(rec checkpoint.PreparedDevice) error {
+	if rec.Mig == nil || !rec.Mig.Dynamic || rec.Mig.GIID < 0 {
+		return nil
+	}
+	dev, ok := s.Devices[rec.Device]
+	if !ok {
+		return fmt.Errorf("device is no longer published; its MIG instance is cleaned up at the next start")
+	}
+	if err := mig.Destroy(dev.GPU.Device, rec.Mig.GIID, rec.Mig.CIID); err != nil {
+		return err
+	}
+	// Return the GPU to non-MIG mode when nothing is left, so it can be
+	// used whole again (only offered on GPUs that need no reset for it).
+	return mig.DisableIfEmpty(dev.GPU.Device, dev.GPU.MigProfiles)
+}

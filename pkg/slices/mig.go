@@ -1,0 +1,144 @@
+package slices
+
+import (
+	"fmt"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+)
+
+// MIG attribute and capacity names.
+const (
+	AttrParentUUID     = "parentUUID"
+	AttrParentMinor    = "parentMinor"
+	AttrProfile        = "profile"
+	AttrPlacementStart = "placementStart"
+	AttrPlacementSize  = "placementSize"
+
+	CapCopyEngines = "copyEngines"
+	CapDecoders    = "decoders"
+	CapEncoders    = "encoders"
+	CapJpegEngines = "jpegEngines"
+	CapOfaEngines  = "ofaEngines"
+
+	counterComputeSlices = "computeSlices"
+)
+
+// MigDeviceName names a MIG device after its GPU, profile and placement:
+// "gpu-0-mig-1g10gb-3". Placement, not creation order, identifies it, so
+// the name is the same before and after the device exists.
+func MigDeviceName(parentMinor int, profile string, start uint32) string {
+	clean := strings.NewReplacer(".", "", "+", "").Replace(profile)
+	return fmt.Sprintf("gpu-%d-mig-%s-%d", parentMinor, clean, start)
+}
+
+// CounterSetName is the counter set of one GPU's partitionable resources.
+func CounterSetName(minor int) string { return fmt.Sprintf("gpu-%d-counters", minor) }
+
+func memorySliceCounter(i int) string { return fmt.Sprintf("memorySlice%d", i) }
+
+func instanceCounter(p nvdev.MigProfile) string { return fmt.Sprintf("profile%dInstances", p.GIProfileID) }
+
+// fullProfile is the profile spanning the whole GPU; its engine counts are
+// the GPU's totals.
+func fullProfile(g *nvdev.GPU) nvdev.MigProfile {
+	full := g.MigProfiles[0]
+	for _, p := range g.MigProfiles {
+		if p.Info.SliceCount > full.Info.SliceCount || (p.Info.SliceCount == full.Info.SliceCount && p.Info.MemorySizeMB > full.Info.MemorySizeMB) {
+			full = p
+		}
+	}
+	return full
+}
+
+// migCounterSet describes what a GPU can be carved into: one counter per
+// memory slice (so overlapping placements exclude each other), compute
+// slices, and an instance cap for profiles the hardware limits to fewer
+// instances than it has placements. Engines (decoders, JPEG, OFA) are not
+// counters: the hardware binds them to slices, so per-profile engine counts
+// do not add up to the GPU's total (seven 1g.10gb devices each have a
+// decoder on an A100-80GB with five); the slice counters already keep
+// instances apart, and engines stay capacities users can select on.
+func migCounterSet(g *nvdev.GPU) resourceapi.CounterSet {
+	full := fullProfile(g).Info
+	c := map[string]resourceapi.Counter{}
+	for i := 0; i < nvdev.MemorySlices(g.MigProfiles); i++ {
+		c[memorySliceCounter(i)] = counter(1)
+	}
+	c[counterComputeSlices] = counter(int64(full.SliceCount))
+	for _, p := range g.MigProfiles {
+		if int(p.Info.InstanceCount) < len(p.Placements) {
+			c[instanceCounter(p)] = counter(int64(p.Info.InstanceCount))
+		}
+	}
+	return resourceapi.CounterSet{Name: CounterSetName(g.Minor), Counters: c}
+}
+
+func counter(v int64) resourceapi.Counter {
+	return resourceapi.Counter{Value: *resource.NewQuantity(v, resource.DecimalSI)}
+}
+
+// placementConsumption is what one MIG placement takes from its GPU.
+func placementConsumption(g *nvdev.GPU, p nvdev.MigProfile, start, size uint32) resourceapi.DeviceCounterConsumption {
+	c := map[string]resourceapi.Counter{
+		counterComputeSlices: counter(int64(p.Info.SliceCount)),
+	}
+	for i := start; i < start+size; i++ {
+		c[memorySliceCounter(int(i))] = counter(1)
+	}
+	if int(p.Info.InstanceCount) < len(p.Placements) {
+		c[instanceCounter(p)] = counter(1)
+	}
+	return resourceapi.DeviceCounterConsumption{CounterSet: CounterSetName(g.Minor), Counters: c}
+}
+
+// MigDevice builds the API device of a MIG device, dynamic (not created
+// yet, no uuid) or static (existing, with uuid).
+func MigDevice(inv *nvdev.Inventory, g *nvdev.GPU, p nvdev.MigProfile, start, size uint32, uuid string) resourceapi.Device {
+	attrs := CommonAttributes(inv, g)
+	attrs[AttrType] = str(TypeMIG)
+	attrs[AttrParentUUID] = str(g.UUID)
+	attrs[AttrParentMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Minor))}
+	attrs[AttrProfile] = str(p.Name)
+	attrs[AttrPlacementStart] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(start))}
+	attrs[AttrPlacementSize] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(size))}
+	if uuid != "" {
+		attrs[AttrUUID] = str(uuid)
+	}
+	capacity := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+		CapMemory:          {Value: *resource.NewQuantity(int64(p.Info.MemorySizeMB)<<20, resource.BinarySI)},
+		CapMultiprocessors: {Value: *resource.NewQuantity(int64(p.Info.MultiprocessorCount), resource.DecimalSI)},
+		CapCopyEngines:     {Value: *resource.NewQuantity(int64(p.Info.CopyEngineCount), resource.DecimalSI)},
+		CapDecoders:        {Value: *resource.NewQuantity(int64(p.Info.DecoderCount), resource.DecimalSI)},
+		CapEncoders:        {Value: *resource.NewQuantity(int64(p.Info.EncoderCount), resource.DecimalSI)},
+		CapJpegEngines:     {Value: *resource.NewQuantity(int64(p.Info.JpegCount), resource.DecimalSI)},
+		CapOfaEngines:      {Value: *resource.NewQuantity(int64(p.Info.OfaCount), resource.DecimalSI)},
+	}
+	return resourceapi.Device{Name: MigDeviceName(g.Minor, p.Name, start), Attributes: attrs, Capacity: capacity}
+}
+
+// partitionableDevices returns, for a GPU with dynamic MIG, its counter set,
+// the whole-GPU device consuming every counter, and one device per valid
+// (profile, placement).
+func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.CounterSet, []resourceapi.Device) {
+	set := migCounterSet(g)
+	whole := GPUDevice(inv, g)
+	all := map[string]resourceapi.Counter{}
+	for name, c := range set.Counters {
+		all[name] = c
+	}
+	whole.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: set.Name, Counters: all}}
+	devices := []resourceapi.Device{whole}
+	for _, p := range g.MigProfiles {
+		for _, pl := range p.Placements {
+			d := MigDevice(inv, g, p, pl.Start, pl.Size, "")
+			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{placementConsumption(g, p, pl.Start, pl.Size)}
+			devices = append(devices, d)
+		}
+	}
+	return set, devices
+}
