@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -19,20 +20,25 @@ func TestPrintSlices(t *testing.T) {
 		profile, model string
 		gpus           int
 		memory         string
+		dynamicMIG     bool
+		migDevices     int
 	}{
-		{"h100x8", "NVIDIA H100 80GB HBM3", 8, "80Gi"},
-		{"a100-40gbx8", "NVIDIA A100-SXM4-40GB", 8, "40Gi"},
+		{"h100x8", "NVIDIA H100 80GB HBM3", 8, "80Gi", false, 0},
+		{"a100-40gbx8", "NVIDIA A100-SXM4-40GB", 8, "40Gi", false, 0},
+		{"h100x8", "NVIDIA H100 80GB HBM3", 8, "80Gi", true, 8 * 28},
+		{"a100-80gbx8", "NVIDIA A100-SXM4-80GB", 8, "80Gi", true, 8 * 25},
 	} {
-		t.Run(tc.profile, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s/dynamic-mig=%v", tc.profile, tc.dynamicMIG), func(t *testing.T) {
 			cmd := newCommand()
 			var out bytes.Buffer
 			cmd.SetOut(&out)
-			cmd.SetArgs([]string{"--simulate", tc.profile, "--node-name", "n1", "--print-slices"})
+			cmd.SetArgs([]string{"--simulate", tc.profile, "--node-name", "n1", "--print-slices", fmt.Sprintf("--dynamic-mig=%v", tc.dynamicMIG)})
 			if err := cmd.Execute(); err != nil {
 				t.Fatal(err)
 			}
 			pool := resourceslice.Pool{}
 			uuids := map[string]bool{}
+			parents := map[string]int{}
 			for _, doc := range strings.Split(out.String(), "---\n") {
 				if strings.TrimSpace(doc) == "" {
 					continue
@@ -48,6 +54,10 @@ func TestPrintSlices(t *testing.T) {
 					if *d.Attributes["productName"].StringValue != tc.model {
 						t.Errorf("%s: productName %q", d.Name, *d.Attributes["productName"].StringValue)
 					}
+					if *d.Attributes["type"].StringValue == "mig" {
+						parents[*d.Attributes["parentUUID"].StringValue]++
+						continue
+					}
 					if got := d.Capacity["memory"].Value; got.String() != tc.memory {
 						t.Errorf("%s: memory %s, want %s", d.Name, got.String(), tc.memory)
 					}
@@ -58,6 +68,17 @@ func TestPrintSlices(t *testing.T) {
 			if len(uuids) != tc.gpus {
 				t.Fatalf("want %d distinct GPUs, got %d", tc.gpus, len(uuids))
 			}
+			migs := 0
+			for parent, n := range parents {
+				if !uuids[parent] {
+					t.Errorf("MIG devices name unknown parent %s", parent)
+				}
+				migs += n
+			}
+			if migs != tc.migDevices {
+				t.Errorf("%d MIG devices published, want %d", migs, tc.migDevices)
+			}
+			t.Logf("%s: %d devices in %d slices", tc.profile, tc.gpus+migs, len(pool.Slices))
 			if err := slices.Validate(resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"n1": pool}}); err != nil {
 				t.Fatalf("printed slices break API rules: %v", err)
 			}

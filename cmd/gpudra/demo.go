@@ -23,6 +23,7 @@ import (
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"
 )
@@ -91,7 +92,7 @@ func runDemo(ctx context.Context, profile, smi string) error {
 	if err != nil {
 		return err
 	}
-	client := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
+	client := fakeapi.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
 	start := time.Now()
 	d, err := driver.Start(ctx, driver.Config{DriverName: driverName, NodeName: nodeName, Client: client, Backend: backend,
 		StateDir: dir("state"), CDIDir: dir("cdi"), PluginDir: dir("plugin"), RegistrarDir: dir("registry")})

@@ -1,7 +1,9 @@
 // Command nvidia-smi-sim stands in for nvidia-smi inside containers that
 // were given simulated GPUs. It lists the simulated device files the CDI
-// spec mounted at /dev/nvidiaN (each holds "<uuid>\t<product name>") in the
-// format of `nvidia-smi -L`. It is built static so it runs in any image.
+// spec mounted at /dev/nvidiaN (each holds "<uuid>\t<product name>") and
+// the MIG device files under /dev/nvidia-mig ("<uuid>\t<profile>\t<parent
+// uuid>") in the format of `nvidia-smi -L`. It is built static so it runs
+// in any image.
 package main
 
 import (
@@ -32,9 +34,33 @@ func main() {
 		fmt.Println("No devices were found")
 		os.Exit(6)
 	}
+	migs := listMig(filepath.Join(devDir, "nvidia-mig"))
 	for i, g := range gpus {
 		fmt.Printf("GPU %d: %s (UUID: %s)\n", i, g.model, g.uuid)
+		for j, m := range migs[g.uuid] {
+			fmt.Printf("  MIG %-11s Device %2d: (UUID: %s)\n", m.profile, j, m.uuid)
+		}
 	}
+}
+
+type migDevice struct{ uuid, profile string }
+
+// listMig groups the MIG device files by parent UUID.
+func listMig(dir string) map[string][]migDevice {
+	out := map[string][]migDevice{}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		f := strings.Split(strings.TrimSpace(string(data)), "\t")
+		if len(f) != 3 {
+			continue
+		}
+		out[f[2]] = append(out[f[2]], migDevice{uuid: f[0], profile: f[1]})
+	}
+	return out
 }
 
 func list(devDir string) ([]gpu, error) {

@@ -128,3 +128,26 @@ func (n *node) fastStatusAPI() {
 		return true, &resourceapi.ResourceClaim{}, nil
 	})
 }
+
+// BenchmarkMigPrepareUnprepare measures a dynamic MIG cycle: the GPU
+// instance and compute instance are created at prepare and destroyed at
+// unprepare (MIG mode switched on and off with them).
+func BenchmarkMigPrepareUnprepare(b *testing.B) {
+	quietLogs(b)
+	n := newMigNode(b, "h100x8")
+	n.fastStatusAPI()
+	claim := n.claim("bench-mig", []string{"gpu-0-mig-1g10gb-0"})
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if err := n.cycle(ctx, claim); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	reportPercentiles(b, lat)
+}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 )
 
@@ -37,9 +38,16 @@ type node struct {
 	cancel  context.CancelFunc
 	kubelet drapb.DRAPluginClient
 	conn    *grpc.ClientConn
+	// dynamicMIG is passed to the driver at every start.
+	dynamicMIG bool
 }
 
-func newNode(t testing.TB, profile string) *node {
+func newNode(t testing.TB, profile string) *node { return newNodeWith(t, profile, false) }
+
+// newMigNode starts a node that offers dynamic MIG.
+func newMigNode(t testing.TB, profile string) *node { return newNodeWith(t, profile, true) }
+
+func newNodeWith(t testing.TB, profile string, dynamicMIG bool) *node {
 	t.Helper()
 	// Unix socket paths are limited to 108 bytes; keep the root short.
 	root, err := os.MkdirTemp("", "gdra")
@@ -47,7 +55,7 @@ func newNode(t testing.TB, profile string) *node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
-	n := &node{t: t, root: root, client: fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}})}
+	n := &node{t: t, root: root, dynamicMIG: dynamicMIG, client: fakeapi.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}})}
 	n.start(profile)
 	t.Cleanup(n.stop)
 	return n
@@ -66,6 +74,7 @@ func (n *node) start(profile string) {
 	n.driver, err = Start(ctx, Config{
 		DriverName: testDriver, NodeName: testNode, Client: n.client, Backend: backend,
 		StateDir: n.dir("state"), CDIDir: n.dir("cdi"), PluginDir: n.dir("plugin"), RegistrarDir: n.dir("registry"),
+		DynamicMIG: n.dynamicMIG,
 	})
 	if err != nil {
 		n.t.Fatal(err)

@@ -64,10 +64,23 @@ func computeProfileFor(slices uint32) (int, bool) {
 	return 0, false
 }
 
+// MigProfileName returns NVIDIA's name for a GPU instance profile on a GPU
+// with memoryBytes of memory, e.g. "3g.40gb".
+func MigProfileName(lib nvml.Interface, info nvml.GpuInstanceProfileInfo, memoryBytes uint64) (string, error) {
+	ci, ok := computeProfileFor(info.SliceCount)
+	if !ok {
+		return "", fmt.Errorf("no compute profile for %d slices", info.SliceCount)
+	}
+	p, err := device.New(lib).NewMigProfile(int(info.Id), ci, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, info.MemorySizeMB, memoryBytes)
+	if err != nil {
+		return "", err
+	}
+	return p.String(), nil
+}
+
 // migProfiles lists the GPU instance profiles of a MIG-capable GPU. Names
 // come from go-nvlib so they match nvidia-smi and NVIDIA's tooling.
 func migProfiles(lib nvml.Interface, dev nvml.Device, memoryBytes uint64) ([]MigProfile, error) {
-	devlib := device.New(lib)
 	var out []MigProfile
 	for id := 0; id < nvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
 		info, ret := dev.GetGpuInstanceProfileInfo(id)
@@ -85,11 +98,11 @@ func migProfiles(lib nvml.Interface, dev nvml.Device, memoryBytes uint64) ([]Mig
 		if ret != nvml.SUCCESS {
 			return nil, fmt.Errorf("get placements of MIG profile %d: %s", id, nvml.ErrorString(ret))
 		}
-		p, err := devlib.NewMigProfile(id, ci, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, info.MemorySizeMB, memoryBytes)
+		name, err := MigProfileName(lib, info, memoryBytes)
 		if err != nil {
 			continue // a profile go-nvlib does not know yet; skip rather than fail the node
 		}
-		out = append(out, MigProfile{Name: p.String(), GIProfileID: id, CIProfileID: ci, Info: info, Placements: placements})
+		out = append(out, MigProfile{Name: name, GIProfileID: id, CIProfileID: ci, Info: info, Placements: placements})
 	}
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Info.SliceCount < out[b].Info.SliceCount })
 	return out, nil

@@ -12,6 +12,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
 // The simulated GPUs behave like MIG hardware: GPU instances are created
@@ -206,14 +208,19 @@ func migUUID(dev *server.Device, gi *server.GpuInstance) string {
 }
 
 // writeMigDeviceFile creates the file standing in for the MIG device's
-// capability node: "MIG\t<uuid>\t<profile id>\t<parent uuid>".
+// capability node: "<mig uuid>\t<profile>\t<parent uuid>", which the
+// nvidia-smi stand-in prints.
 func (m *migSim) writeMigDeviceFile(dev *server.Device, gi *server.GpuInstance, _ *server.ComputeInstance) error {
 	p := m.sim.MigDevicePath(migUUID(dev, gi))
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
 	info := dev.Config.MIGProfiles.GpuInstanceProfiles[int(gi.Info.ProfileId)]
-	line := fmt.Sprintf("MIG\t%s\t%d\t%d\t%s\n", migUUID(dev, gi), info.SliceCount, info.MemorySizeMB, dev.UUID)
+	name, err := nvdev.MigProfileName(m.sim, info, dev.MemoryInfo.Total)
+	if err != nil {
+		return err
+	}
+	line := fmt.Sprintf("%s\t%s\t%s\n", migUUID(dev, gi), name, dev.UUID)
 	return os.WriteFile(p, []byte(line), 0o644)
 }
 

@@ -41,7 +41,9 @@ func CounterSetName(minor int) string { return fmt.Sprintf("gpu-%d-counters", mi
 
 func memorySliceCounter(i int) string { return fmt.Sprintf("memorySlice%d", i) }
 
-func instanceCounter(p nvdev.MigProfile) string { return fmt.Sprintf("profile%dInstances", p.GIProfileID) }
+func instanceCounter(p nvdev.MigProfile) string {
+	return fmt.Sprintf("profile%dInstances", p.GIProfileID)
+}
 
 // fullProfile is the profile spanning the whole GPU; its engine counts are
 // the GPU's totals.

@@ -49,14 +49,14 @@ func TestA100MixedLayouts(t *testing.T) {
 		profiles []string
 		fits     bool
 	}{
-		"3g+2g+1g+1g":    {[]string{"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"}, true},
-		"4g+2g+1g":       {[]string{"4g.40gb", "2g.20gb", "1g.10gb"}, true},
-		"2g+2g+2g+1g":    {[]string{"2g.20gb", "2g.20gb", "2g.20gb", "1g.10gb"}, true},
-		"4g+3g":          {[]string{"4g.40gb", "3g.40gb"}, true},
-		"4g+3g+1g":       {[]string{"4g.40gb", "3g.40gb", "1g.10gb"}, false},
-		"7g+1g":          {[]string{"7g.80gb", "1g.10gb"}, false},
-		"3g+3g+1g":       {[]string{"3g.40gb", "3g.40gb", "1g.10gb"}, false},
-		"2g x3 + 1g x2":  {[]string{"2g.20gb", "2g.20gb", "2g.20gb", "1g.10gb", "1g.10gb"}, false},
+		"3g+2g+1g+1g":   {[]string{"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"}, true},
+		"4g+2g+1g":      {[]string{"4g.40gb", "2g.20gb", "1g.10gb"}, true},
+		"2g+2g+2g+1g":   {[]string{"2g.20gb", "2g.20gb", "2g.20gb", "1g.10gb"}, true},
+		"4g+3g":         {[]string{"4g.40gb", "3g.40gb"}, true},
+		"4g+3g+1g":      {[]string{"4g.40gb", "3g.40gb", "1g.10gb"}, false},
+		"7g+1g":         {[]string{"7g.80gb", "1g.10gb"}, false},
+		"3g+3g+1g":      {[]string{"3g.40gb", "3g.40gb", "1g.10gb"}, false},
+		"2g x3 + 1g x2": {[]string{"2g.20gb", "2g.20gb", "2g.20gb", "1g.10gb", "1g.10gb"}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := a100Node(t)
