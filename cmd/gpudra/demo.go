@@ -45,6 +45,9 @@ func (fatal) Fatalf(format string, args ...any) {
 type pod struct {
 	name, what string
 	claim      *resourceapi.ResourceClaim
+	// containers lists, per container, the requests it uses; nil means
+	// one container using the whole claim.
+	containers [][]string
 }
 
 func demoPods() []pod {
@@ -53,11 +56,18 @@ func demoPods() []pod {
 	pair := schedtest.Claim("trainer", schedtest.Request("gpus", "gpu.nvidia.com", 2))
 	root := resourceapi.FullyQualifiedName("resource.kubernetes.io/pcieRoot")
 	pair.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{MatchAttribute: &root}}
+	parent := resourceapi.FullyQualifiedName("gpu.nvidia.com/parentUUID")
+	mig := func(name, profile string) resourceapi.DeviceRequest {
+		return schedtest.Request(name, "mig.nvidia.com", 1, fmt.Sprintf("device.attributes['gpu.nvidia.com'].profile == '%s'", profile))
+	}
+	slices := schedtest.Claim("mig-pod", mig("a", "3g.40gb"), mig("b", "2g.20gb"), mig("c", "1g.10gb"), mig("d", "1g.10gb"))
+	slices.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{MatchAttribute: &parent}}
 	return []pod{
-		{"trainer", "2 GPUs on one PCIe root", pair},
-		{"inference", "an H100 (productName)", schedtest.Claim("inference", schedtest.Request("gpu", "gpu.nvidia.com", 1, h100))},
-		{"notebook", "memory >= 64Gi", schedtest.Claim("notebook", schedtest.Request("gpu", "gpu.nvidia.com", 1, bigMem))},
-		{"legacy", "limits nvidia.com/gpu: 1", schedtest.Claim("legacy", schedtest.Request("container-0", "gpu.nvidia.com", 1))},
+		{"trainer", "2 GPUs on one PCIe root", pair, nil},
+		{"inference", "an H100 (productName)", schedtest.Claim("inference", schedtest.Request("gpu", "gpu.nvidia.com", 1, h100)), nil},
+		{"notebook", "memory >= 64Gi", schedtest.Claim("notebook", schedtest.Request("gpu", "gpu.nvidia.com", 1, bigMem)), nil},
+		{"legacy", "limits nvidia.com/gpu: 1", schedtest.Claim("legacy", schedtest.Request("container-0", "gpu.nvidia.com", 1)), nil},
+		{"mig-pod", "4 MIG devices, one parent", slices, [][]string{{"a"}, {"b"}, {"c"}, {"d"}}},
 	}
 }
 
@@ -95,7 +105,7 @@ func runDemo(ctx context.Context, profile, smi string) error {
 	client := fakeapi.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
 	start := time.Now()
 	d, err := driver.Start(ctx, driver.Config{DriverName: driverName, NodeName: nodeName, Client: client, Backend: backend,
-		StateDir: dir("state"), CDIDir: dir("cdi"), PluginDir: dir("plugin"), RegistrarDir: dir("registry")})
+		StateDir: dir("state"), CDIDir: dir("cdi"), PluginDir: dir("plugin"), RegistrarDir: dir("registry"), DynamicMIG: true})
 	if err != nil {
 		return err
 	}
@@ -104,7 +114,11 @@ func runDemo(ctx context.Context, profile, smi string) error {
 	if err != nil {
 		return err
 	}
-	step("Plugin serving; %d ResourceSlice(s) with %d GPUs published %s after start", len(published), len(backend.Inventory.GPUs), time.Since(start).Round(time.Millisecond))
+	devices := 0
+	for _, s := range published {
+		devices += len(s.Spec.Devices)
+	}
+	step("Plugin serving; %d ResourceSlices with %d devices (%d GPUs, dynamic MIG) published %s after start", len(published), devices, len(backend.Inventory.GPUs), time.Since(start).Round(time.Millisecond))
 
 	conn, err := grpc.NewClient("unix://"+filepath.Join(dir("plugin"), "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -138,26 +152,51 @@ func runDemo(ctx context.Context, profile, smi string) error {
 			return fmt.Errorf("prepare %s: %s", p.name, r.Error)
 		}
 		prepared = append(prepared, req)
-		var ids []string
-		for _, dev := range r.Devices {
-			ids = append(ids, dev.CdiDeviceIds...)
+		containers := p.containers
+		if containers == nil {
+			containers = [][]string{nil}
 		}
-		out, err := runInContainer(dir("cdi"), filepath.Join(root, "containers", p.name), smi, ids)
-		if err != nil {
-			return err
+		for i, requests := range containers {
+			var ids, devices []string
+			for _, dev := range r.Devices {
+				if requests == nil || slicesContains(requests, dev.RequestNames) {
+					ids = append(ids, dev.CdiDeviceIds...)
+					devices = append(devices, dev.DeviceName)
+				}
+			}
+			out, err := runInContainer(dir("cdi"), filepath.Join(root, "containers", fmt.Sprintf("%s-%d", p.name, i)), smi, ids)
+			if err != nil {
+				return err
+			}
+			name, what := p.name, p.what
+			if len(containers) > 1 {
+				name = fmt.Sprintf("%s/c%d", p.name, i)
+				if i > 0 {
+					what = ""
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, what, strings.Join(devices, ","), strings.ReplaceAll(strings.TrimSpace(out), "\n", "\n\t\t\t"))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.name, p.what, strings.Join(schedtest.Devices(alloc), ","), strings.ReplaceAll(strings.TrimSpace(out), "\n", "\n\t\t\t"))
 	}
 	tw.Flush()
 
+	sim := backend.Simulator
+	migInstances := func() int {
+		n := 0
+		for _, g := range backend.Inventory.GPUs {
+			n += sim.MigInstanceCount(g.UUID)
+		}
+		return n
+	}
+	step("MIG instances created on the simulated GPUs: %d", migInstances())
 	step("Unpreparing %d claims", len(prepared))
 	if _, err := kubelet.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: prepared}); err != nil {
 		return err
 	}
 	left, _ := filepath.Glob(filepath.Join(dir("cdi"), "*.json"))
 	records, _ := filepath.Glob(filepath.Join(dir("state"), "checkpoint", "*.json"))
-	step("Left behind: %d CDI specs, %d checkpoint records", len(left), len(records))
-	if len(left)+len(records) > 0 {
+	step("Left behind: %d CDI specs, %d checkpoint records, %d MIG instances", len(left), len(records), migInstances())
+	if len(left)+len(records)+migInstances() > 0 {
 		return fmt.Errorf("unprepare left %v %v behind", left, records)
 	}
 	return nil
@@ -181,7 +220,11 @@ func runInContainer(cdiDir, containerDir, smi string, ids []string) (string, err
 	}
 	for _, m := range spec.Mounts {
 		if strings.HasPrefix(m.Destination, "/dev/") {
-			if err := os.Symlink(m.Source, filepath.Join(devDir, strings.TrimPrefix(m.Destination, "/dev/"))); err != nil {
+			target := filepath.Join(devDir, strings.TrimPrefix(m.Destination, "/dev/"))
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return "", err
+			}
+			if err := os.Symlink(m.Source, target); err != nil {
 				return "", err
 			}
 		}
@@ -202,7 +245,8 @@ func waitForSlices(ctx context.Context, client *fake.Clientset) ([]*resourceapi.
 		if err != nil {
 			return nil, err
 		}
-		if len(list.Items) > 0 {
+		// Complete once every slice the pool announces is there.
+		if len(list.Items) > 0 && int64(len(list.Items)) == list.Items[0].Spec.Pool.ResourceSliceCount {
 			out := make([]*resourceapi.ResourceSlice, 0, len(list.Items))
 			for i := range list.Items {
 				out = append(out, &list.Items[i])
@@ -212,4 +256,15 @@ func waitForSlices(ctx context.Context, client *fake.Clientset) ([]*resourceapi.
 		time.Sleep(5 * time.Millisecond)
 	}
 	return nil, fmt.Errorf("no ResourceSlice published within 10s")
+}
+
+func slicesContains(want, have []string) bool {
+	for _, h := range have {
+		for _, w := range want {
+			if h == w {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -59,7 +59,8 @@ func fullProfile(g *nvdev.GPU) nvdev.MigProfile {
 
 // migCounterSet describes what a GPU can be carved into: one counter per
 // memory slice (so overlapping placements exclude each other), compute
-// slices, and an instance cap for profiles the hardware limits to fewer
+// slices, memory (a guard where a profile's memory spans more than its
+// placement's slices), and an instance cap for profiles the hardware limits to fewer
 // instances than it has placements. Engines (decoders, JPEG, OFA) are not
 // counters: the hardware binds them to slices, so per-profile engine counts
 // do not add up to the GPU's total (seven 1g.10gb devices each have a
@@ -72,6 +73,7 @@ func migCounterSet(g *nvdev.GPU) resourceapi.CounterSet {
 		c[memorySliceCounter(i)] = counter(1)
 	}
 	c[counterComputeSlices] = counter(int64(full.SliceCount))
+	c[CapMemory] = resourceapi.Counter{Value: *resource.NewQuantity(int64(full.MemorySizeMB)<<20, resource.BinarySI)}
 	for _, p := range g.MigProfiles {
 		if int(p.Info.InstanceCount) < len(p.Placements) {
 			c[instanceCounter(p)] = counter(int64(p.Info.InstanceCount))
@@ -88,6 +90,7 @@ func counter(v int64) resourceapi.Counter {
 func placementConsumption(g *nvdev.GPU, p nvdev.MigProfile, start, size uint32) resourceapi.DeviceCounterConsumption {
 	c := map[string]resourceapi.Counter{
 		counterComputeSlices: counter(int64(p.Info.SliceCount)),
+		CapMemory:            {Value: *resource.NewQuantity(int64(p.Info.MemorySizeMB)<<20, resource.BinarySI)},
 	}
 	for i := start; i < start+size; i++ {
 		c[memorySliceCounter(int(i))] = counter(1)

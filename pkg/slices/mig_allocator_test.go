@@ -107,3 +107,16 @@ func TestMigDevicesOnOneParent(t *testing.T) {
 		t.Fatalf("devices %v span %d parents", got, len(parents))
 	}
 }
+
+// TestMigMemoryGuard: go-nvml's H100 table gives 1g.20gb single-slice
+// placements; memory, not slices, is what runs out first there.
+func TestMigMemoryGuard(t *testing.T) {
+	c := schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x1"), slices.Options{DynamicMIG: true}))
+	four := schedtest.Claim("four", migRequest("a", "1g.20gb"), migRequest("b", "1g.20gb"), migRequest("c", "1g.20gb"), migRequest("d", "1g.20gb"))
+	if got := c.Allocate(four); got == nil {
+		t.Fatal("4 x 1g.20gb (80Gi) does not fit an H100")
+	}
+	if got := c.Allocate(schedtest.Claim("more", migRequest("a", "1g.10gb"))); got != nil {
+		t.Fatalf("allocated %v beyond the GPU's memory", schedtest.Devices(got))
+	}
+}
