@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"
@@ -35,7 +36,7 @@ type options struct {
 	cdiRoot      string
 	httpEndpoint string
 	printSlices  bool
-	dynamicMIG   bool
+	gates        featuregate.MutableFeatureGate
 	backend      driver.BackendOptions
 }
 
@@ -73,7 +74,8 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.stateDir, "state-dir", "", "Checkpoint and simulator state; default <kubelet-dir>/plugins/<driver-name>.")
 	f.StringVar(&o.cdiRoot, "cdi-root", "/var/run/cdi", "Directory containerd reads CDI specs from.")
 	f.StringVar(&o.httpEndpoint, "http-endpoint", ":9402", "Address for /metrics and /healthz; empty to disable.")
-	f.BoolVar(&o.dynamicMIG, "dynamic-mig", true, "Offer MIG-capable GPUs (whose MIG mode changes without a reset) as partitionable devices; MIG devices are created at prepare time.")
+	o.gates = newFeatureGates()
+	o.gates.AddFlag(f)
 	f.BoolVar(&o.printSlices, "print-slices", false, "Print the ResourceSlices this node would publish as YAML and exit; needs no cluster.")
 	f.StringVar(&o.backend.SimulateProfile, "simulate", os.Getenv("SIMULATE_PROFILE"), "Simulate GPUs instead of using NVML, e.g. h100x8, a100-40gbx8, a100-80gbx4, h200x8 (env SIMULATE_PROFILE).")
 	f.StringVar(&o.backend.NvidiaSmiStub, "nvidia-smi-stub", "", "nvidia-smi stand-in exposed to simulated containers; default nvidia-smi-sim next to this binary.")
@@ -85,6 +87,20 @@ func newCommand() *cobra.Command {
 	klog.InitFlags(goflags)
 	f.AddGoFlagSet(goflags)
 	return cmd
+}
+
+// DynamicMIG offers MIG-capable GPUs whose MIG mode changes without a reset
+// as partitionable devices; MIG devices are then created at prepare time.
+const DynamicMIG featuregate.Feature = "DynamicMIG"
+
+func newFeatureGates() featuregate.MutableFeatureGate {
+	g := featuregate.NewFeatureGate()
+	if err := g.Add(map[featuregate.Feature]featuregate.FeatureSpec{
+		DynamicMIG: {Default: true, PreRelease: featuregate.Beta},
+	}); err != nil {
+		panic(err) // only on a programming error in the table above
+	}
+	return g
 }
 
 func (o *options) complete() error {
@@ -116,7 +132,7 @@ func printSlices(cmd *cobra.Command, o *options) error {
 	if err != nil {
 		return err
 	}
-	res := slices.Build(o.nodeName, b.Inventory, slices.Options{DynamicMIG: o.dynamicMIG})
+	res := slices.Build(o.nodeName, b.Inventory, slices.Options{DynamicMIG: o.gates.Enabled(DynamicMIG)})
 	if err := slices.Validate(res); err != nil {
 		return err
 	}
@@ -144,7 +160,7 @@ func run(ctx context.Context, o *options) error {
 		RegistrarDir:     filepath.Join(o.kubeletDir, "plugins_registry"),
 		RollingUpdateUID: types.UID(o.podUID),
 		Metrics:          m,
-		DynamicMIG:       o.dynamicMIG,
+		DynamicMIG:       o.gates.Enabled(DynamicMIG),
 	})
 	if err != nil {
 		return err

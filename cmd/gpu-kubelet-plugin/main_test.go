@@ -32,7 +32,7 @@ func TestPrintSlices(t *testing.T) {
 			cmd := newCommand()
 			var out bytes.Buffer
 			cmd.SetOut(&out)
-			cmd.SetArgs([]string{"--simulate", tc.profile, "--node-name", "n1", "--print-slices", fmt.Sprintf("--dynamic-mig=%v", tc.dynamicMIG)})
+			cmd.SetArgs([]string{"--simulate", tc.profile, "--node-name", "n1", "--print-slices", fmt.Sprintf("--feature-gates=DynamicMIG=%v", tc.dynamicMIG)})
 			if err := cmd.Execute(); err != nil {
 				t.Fatal(err)
 			}

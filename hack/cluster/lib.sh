@@ -17,7 +17,9 @@ PKI=$CLUSTER/pki
 LOGS=$CLUSTER/logs
 PIDS=$CLUSTER/pids
 CTRD_SOCK=$CLUSTER/run/containerd/containerd.sock
-KUBELET_DIR=$CLUSTER/var/lib/kubelet
+# Unix socket paths are limited to 108 bytes; the plugin sockets live
+# under the kubelet root, so it sits on a short host path.
+KUBELET_DIR=${GPU_DRA_KUBELET_DIR:-/var/lib/gdra-kubelet}
 NODE=$(hostname)
 
 export PATH=$BIN_K8S:$BIN_ETCD:$BIN_CTRD:$BIN_HELM:/usr/local/go/bin:$PATH

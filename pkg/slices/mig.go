@@ -25,7 +25,7 @@ const (
 	CapJpegEngines = "jpegEngines"
 	CapOfaEngines  = "ofaEngines"
 
-	counterComputeSlices = "computeSlices"
+	counterComputeSlices = "compute-slices"
 )
 
 // MigDeviceName names a MIG device after its GPU, profile and placement:
@@ -39,10 +39,11 @@ func MigDeviceName(parentMinor int, profile string, start uint32) string {
 // CounterSetName is the counter set of one GPU's partitionable resources.
 func CounterSetName(minor int) string { return fmt.Sprintf("gpu-%d-counters", minor) }
 
-func memorySliceCounter(i int) string { return fmt.Sprintf("memorySlice%d", i) }
+// Counter names are DNS labels (the API rejects camelCase there).
+func memorySliceCounter(i int) string { return fmt.Sprintf("memory-slice-%d", i) }
 
 func instanceCounter(p nvdev.MigProfile) string {
-	return fmt.Sprintf("profile%dInstances", p.GIProfileID)
+	return fmt.Sprintf("profile-%d-instances", p.GIProfileID)
 }
 
 // fullProfile is the profile spanning the whole GPU; its engine counts are

@@ -82,8 +82,8 @@ func validateCounterSet(cs resourceapi.CounterSet) error {
 		return fmt.Errorf("counter set %q: %d counters, limit %d", cs.Name, len(cs.Counters), MaxCountersPerSet)
 	}
 	for name := range cs.Counters {
-		if err := validateIdentifier(name); err != nil {
-			return fmt.Errorf("counter set %q: counter %w", cs.Name, err)
+		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+			return fmt.Errorf("counter set %q: counter %q: %s", cs.Name, name, strings.Join(errs, "; "))
 		}
 	}
 	return nil

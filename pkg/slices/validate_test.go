@@ -33,6 +33,7 @@ func TestValidateRejectsWhatTheAPIRejects(t *testing.T) {
 		"non-semver":        {pool(resourceapi.Device{Name: "gpu-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"driverVersion": {VersionValue: &bad}}}), "not semver"},
 		"too many attrs":    {pool(resourceapi.Device{Name: "gpu-0", Attributes: attrs}), "limit 32"},
 		"long attr name":    {pool(resourceapi.Device{Name: "gpu-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{resourceapi.QualifiedName(strings.Repeat("a", 33)): str("x")}}), "1-32 characters"},
+		"camelCase counter": {resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"n1": {Slices: []resourceslice.Slice{{SharedCounters: []resourceapi.CounterSet{{Name: "gpu-0", Counters: map[string]resourceapi.Counter{"memorySlice0": {}}}}}}}}}, "RFC 1123"},
 		"two values in one": {pool(resourceapi.Device{Name: "gpu-0", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"x": {StringValue: &bad, IntValue: new(int64)}}}), "exactly one value"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds the driver image from this checkout, imports it into the local
+# cluster's containerd and installs (or upgrades) the Helm chart with
+# simulated GPUs. Usage: deploy.sh [PROFILE]   (default h100x8)
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+PROFILE=${1:-h100x8}
+NAMESPACE=${NAMESPACE:-gpu-dra-driver}
+RELEASE=${RELEASE:-gpu-dra-driver}
+
+# The tag changes with the code, so a changed driver rolls out.
+tag=$(cd "$REPO" && { git rev-parse --short HEAD 2>/dev/null || echo dev; } )-$(cd "$REPO" && git diff HEAD 2>/dev/null | sha256sum | cut -c1-8)
+s=$(now)
+tarball=$("$(dirname "$0")/images.sh" driver "$REPO" "$tag" | tail -1)
+ctr -n k8s.io images import --platform linux/amd64 "$tarball" >/dev/null
+say "driver image localhost/gpu-dra-driver:$tag built and imported in $(since "$s")s"
+
+s=$(now)
+helm upgrade --install "$RELEASE" "$REPO/deployments/helm/gpu-dra-driver" \
+  --namespace "$NAMESPACE" --create-namespace --wait --timeout 120s \
+  --set image.tag="$tag" --set image.pullPolicy=Never \
+  --set simulate.profile="$PROFILE" \
+  --set kubeletDir="$KUBELET_DIR" \
+  --set kubeletPlugin.hostNetwork=true \
+  --set kubeletPlugin.apiServer.host=127.0.0.1 --set-string kubeletPlugin.apiServer.port=6443 >/dev/null
+say "chart installed in $(since "$s")s (release $RELEASE, namespace $NAMESPACE, profile $PROFILE)"
+for _ in $(seq 1 100); do
+  n=$(kubectl get resourceslices --field-selector "spec.nodeName=$NODE,spec.driver=gpu.nvidia.com" -o name 2>/dev/null | wc -l)
+  [ "$n" -gt 0 ] && break; sleep 0.2
+done
+say "ResourceSlices of $NODE: $(kubectl get resourceslices --field-selector spec.nodeName="$NODE" -o name | wc -l)"
