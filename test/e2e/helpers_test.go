@@ -1,0 +1,176 @@
+//go:build e2e
+
+// Package e2e runs the driver on a real local cluster (hack/cluster): the
+// chart installed with simulated H100s, real pods, real scheduler, kubelet
+// and containerd. Run it with `make e2e`.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const (
+	ns         = "gpu-demo"
+	driverNS   = "gpu-dra-driver"
+	driverName = "gpu.nvidia.com"
+)
+
+var (
+	client     kubernetes.Interface
+	kubeconfig = os.Getenv("KUBECONFIG")
+	kubeletDir = envOr("GPU_DRA_KUBELET_DIR", "/var/lib/gdra-kubelet")
+	cdiDir     = "/var/run/cdi"
+	repoRoot   = filepath.Join("..", "..")
+	gpuLine    = regexp.MustCompile(`GPU \d+: (.+) \(UUID: (GPU-[0-9a-f-]+)\)`)
+	migLine    = regexp.MustCompile(`MIG (\S+)\s+Device\s+\d+: \(UUID: (MIG-[0-9a-f-]+)\)`)
+)
+
+func envOr(k, d string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return d
+}
+
+func TestMain(m *testing.M) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e needs KUBECONFIG of a running cluster (make e2e sets it):", err)
+		os.Exit(1)
+	}
+	client = kubernetes.NewForConfigOrDie(cfg)
+	os.Exit(m.Run())
+}
+
+func kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("kubectl", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func apply(t *testing.T, spec string) {
+	t.Helper()
+	kubectl(t, "apply", "-f", filepath.Join(repoRoot, "demo", "specs", spec))
+}
+
+func applyYAML(t *testing.T, yaml string) {
+	t.Helper()
+	cmd := exec.Command("kubectl", "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(yaml)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; last state: %s", timeout, what, last)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func pod(t *testing.T, name string) *corev1.Pod {
+	t.Helper()
+	p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func waitRunning(t *testing.T, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		waitFor(t, "pod "+name+" Running", 90*time.Second, func() (bool, string) {
+			p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase)
+		})
+	}
+}
+
+// gpuOf returns what the nvidia-smi stand-in printed in a container.
+func gpuOf(t *testing.T, podName, container string) (model, uuid string, migs []string) {
+	t.Helper()
+	var out string
+	waitFor(t, "nvidia-smi output of "+podName+"/"+container, 30*time.Second, func() (bool, string) {
+		args := []string{"logs", "-n", ns, podName}
+		if container != "" {
+			args = append(args, "-c", container)
+		}
+		b, err := exec.Command("kubectl", args...).CombinedOutput()
+		out = string(b)
+		return err == nil && gpuLine.MatchString(out), out
+	})
+	m := gpuLine.FindStringSubmatch(out)
+	for _, mm := range migLine.FindAllStringSubmatch(out, -1) {
+		migs = append(migs, mm[1]+"="+mm[2])
+	}
+	return m[1], m[2], migs
+}
+
+func deletePods(t *testing.T, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		_ = client.CoreV1().Pods(ns).Delete(context.Background(), n, metav1.DeleteOptions{})
+	}
+	for _, n := range names {
+		waitFor(t, "pod "+n+" gone", 60*time.Second, func() (bool, string) {
+			_, err := client.CoreV1().Pods(ns).Get(context.Background(), n, metav1.GetOptions{})
+			return err != nil, "still there"
+		})
+	}
+}
+
+func events(t *testing.T, kind, name string) string {
+	t.Helper()
+	list, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range list.Items {
+		fmt.Fprintf(&b, "%s %s: %s\n", e.Type, e.Reason, e.Message)
+	}
+	return b.String()
+}
+
+func stateDir() string { return filepath.Join(kubeletDir, "plugins", driverName) }
+
+func cdiSpecs() []string {
+	m, _ := filepath.Glob(filepath.Join(cdiDir, "k8s."+driverName+"-claim_*.json"))
+	return m
+}
+
+func checkpointRecords() []string {
+	m, _ := filepath.Glob(filepath.Join(stateDir(), "checkpoint", "*.json"))
+	return m
+}
