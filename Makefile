@@ -6,7 +6,7 @@ BIN_DIR ?= bin
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 export CGO_ENABLED ?= 1
 
-.PHONY: help build test lint bench demo print-slices clean
+.PHONY: help build test lint bench demo demo-offline print-slices e2e cluster-up cluster-down image chart-lint clean
 
 help: ## Show targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -26,8 +26,28 @@ lint: ## gofmt and go vet
 bench: ## Prepare/unprepare benchmarks over the kubelet socket
 	$(GO) test -run '^$$' -bench PrepareUnprepare -benchtime 2s -count 5 ./pkg/driver/
 
-demo: build ## Run the driver offline on 8 simulated H100s: allocate, prepare, show each pod's GPU, clean up
+demo: ## Build, start a local Kubernetes 1.37 cluster, install the chart with simulated GPUs, run demo/specs
+	hack/demo.sh
+
+demo-offline: build ## Same story without a cluster: the plugin, the scheduler's allocator and CDI in one process
 	$(BIN_DIR)/gpudra demo --simulate h100x8 --nvidia-smi-stub $(BIN_DIR)/nvidia-smi-sim
+
+e2e: ## End-to-end tests on the local cluster (built and started as needed, stopped after)
+	hack/e2e.sh
+
+cluster-up: ## Build (cached) and start the local cluster; prints the kubeconfig path
+	hack/cluster/build.sh all
+	hack/cluster/cluster.sh up
+
+cluster-down: ## Stop the local cluster and clean the host paths it used
+	hack/cluster/cluster.sh down
+
+image: ## Build the driver image tarball (OCI layout) without a registry
+	hack/cluster/images.sh driver $(CURDIR) dev
+
+chart-lint: ## helm lint the chart (helm is built into the cache)
+	hack/cluster/build.sh helm
+	. hack/cluster/lib.sh && helm lint deployments/helm/gpu-dra-driver && helm lint deployments/helm/gpu-dra-driver --set simulate.profile=h100x8
 
 print-slices: build ## Print the ResourceSlices a simulated 8x H100 node publishes
 	$(BIN_DIR)/gpu-kubelet-plugin --simulate h100x8 --node-name demo-node --print-slices

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 
 apt_deps() {
   local need=()
-  for p in runc busybox-static containernetworking-plugins iptables conntrack openssl curl; do
+  for p in runc busybox-static containernetworking-plugins iptables conntrack openssl curl iproute2 bsdextrautils; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
   [ ${#need[@]} -eq 0 ] && return

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The one-command demo: build (cached), start a real single-node cluster,
+# install the chart with simulated H100s, run the demo specs and show which
+# GPU each pod got. The cluster stays up to play with.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source hack/cluster/lib.sh
+export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK
+step() { echo; echo "==> $*"; }
+
+step "Building the cluster binaries (cached under $CACHE; the first run compiles Kubernetes, ~15 min on 2 cores)"
+hack/cluster/build.sh all
+step "Starting the cluster"
+hack/cluster/cluster.sh up
+step "Installing the driver (Helm chart, simulated 8 x H100, dynamic MIG)"
+kubectl delete namespace gpu-demo --ignore-not-found --wait=true >/dev/null
+hack/cluster/deploy.sh h100x8
+step "Applying demo/specs"
+kubectl apply -f demo/specs/ | sed 's/^/    /'
+pods=$(kubectl get pods -n gpu-demo -o jsonpath='{.items[*].metadata.name}')
+for p in $pods; do
+  printf '    waiting for %-18s' "$p"
+  kubectl wait -n gpu-demo --for=jsonpath='{.status.phase}'=Running "pod/$p" --timeout=120s >/dev/null && echo " Running"
+done
+
+step "Which GPU each container got (read from the cluster: pod logs of nvidia-smi -L)"
+{
+  echo -e "POD\tCONTAINER\tMODEL\tGPU UUID\tMIG DEVICE"
+  for p in $pods; do
+    for c in $(kubectl get pod -n gpu-demo "$p" -o jsonpath='{.spec.containers[*].name}'); do
+      out=$(kubectl logs -n gpu-demo "$p" -c "$c")
+      gpu=$(echo "$out" | sed -n 's/^GPU [0-9]*: \(.*\) (UUID: \(GPU-[^)]*\)).*/\1\t\2/p' | head -1)
+      mig=$(echo "$out" | sed -n 's/^ *MIG \([^ ]*\) .*(UUID: \(MIG-[^)]*\)).*/\1 \2/p' | head -1)
+      echo -e "$p\t$c\t$gpu\t${mig:--}"
+    done
+  done
+} | column -t -s $'\t'
+
+cat <<TXT
+
+The cluster keeps running. Try:
+  export KUBECONFIG=$KUBECONFIG_PATH
+  export PATH=$BIN_K8S:\$PATH
+  kubectl get resourceslices
+  kubectl get resourceclaims -n gpu-demo
+  kubectl logs -n gpu-demo mig -c small-1
+Tear it down with: make cluster-down
+TXT
