@@ -42,12 +42,43 @@ type ciRec struct {
 
 // migSim holds the wiring shared by all simulated GPUs.
 type migSim struct {
-	mu   sync.Mutex // serialises state changes and their persistence
-	path string
-	sim  *Simulator
+	mu  sync.Mutex // serialises state changes and their persistence
+	dir string
+	seq int // generation of the newest state file
+	sim *Simulator
+
+	handlesMu sync.Mutex
+	handles   map[*server.ComputeInstance]nvml.Device // MIG device handles, built once
 }
 
-func (s *Simulator) migStatePath() string { return filepath.Join(s.Dir, "mig-state.json") }
+// The MIG state is kept in generation files mig-state.<n>.json: each save
+// writes a new file and then removes the previous one. A torn write leaves
+// the previous generation readable, and no rename replaces an existing file
+// (which makes ext4 flush data, tripling the cost of a MIG operation).
+func (s *Simulator) migStateDir() string { return filepath.Join(s.Dir, "mig-state") }
+
+// MigStateFile is the newest persisted MIG state file, "" when none.
+func (s *Simulator) MigStateFile() string {
+	files, seq := migStateFiles(s.migStateDir())
+	if len(files) == 0 {
+		return ""
+	}
+	return files[seq]
+}
+
+// migStateFiles lists the generation files by number and returns the newest.
+func migStateFiles(dir string) (map[int]string, int) {
+	entries, _ := os.ReadDir(dir)
+	files, newest := map[int]string{}, -1
+	for _, e := range entries {
+		var n int
+		if _, err := fmt.Sscanf(e.Name(), "mig-state.%d.json", &n); err == nil {
+			files[n] = filepath.Join(dir, e.Name())
+			newest = max(newest, n)
+		}
+	}
+	return files, newest
+}
 
 // MigDevicePath is the simulated MIG device file the CDI spec mounts.
 func (s *Simulator) MigDevicePath(uuid string) string {
@@ -55,17 +86,13 @@ func (s *Simulator) MigDevicePath(uuid string) string {
 }
 
 func (s *Simulator) wireMig() error {
-	m := &migSim{path: s.migStatePath(), sim: s}
-	state := map[string]migState{}
-	if data, err := os.ReadFile(m.path); err == nil {
-		if err := json.Unmarshal(data, &state); err != nil {
-			// Hardware never loses its MIG state to a bad file; start empty
-			// and keep the bad file for inspection.
-			_ = os.Rename(m.path, m.path+".corrupt")
-			state = map[string]migState{}
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("read simulated MIG state: %w", err)
+	m := &migSim{dir: s.migStateDir(), sim: s, handles: map[*server.ComputeInstance]nvml.Device{}}
+	if err := os.MkdirAll(m.dir, 0o755); err != nil {
+		return fmt.Errorf("simulated MIG state: %w", err)
+	}
+	state, err := m.load()
+	if err != nil {
+		return err
 	}
 	for _, d := range s.Devices {
 		dev := d.(*server.Device)
@@ -88,8 +115,12 @@ func (m *migSim) wireDevice(dev *server.Device) {
 			return nvml.ERROR_IN_USE, nvml.ERROR_IN_USE
 		}
 		dev.Lock()
+		changed := dev.MigMode != mode
 		dev.MigMode = mode
 		dev.Unlock()
+		if !changed {
+			return nvml.SUCCESS, nvml.SUCCESS
+		}
 		return nvml.SUCCESS, m.save()
 	}
 	dev.CreateGpuInstanceWithPlacementFunc = func(info *nvml.GpuInstanceProfileInfo, placement *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
@@ -195,6 +226,9 @@ func (m *migSim) wireCI(gi *server.GpuInstance, ci *server.ComputeInstance) {
 		gi.Lock()
 		delete(gi.ComputeInstances, ci)
 		gi.Unlock()
+		m.handlesMu.Lock()
+		delete(m.handles, ci)
+		m.handlesMu.Unlock()
 		dev := gi.Info.Device.(*server.Device)
 		_ = os.Remove(m.sim.MigDevicePath(migUUID(dev, gi)))
 		return m.save()
@@ -238,11 +272,23 @@ func (m *migSim) migHandles(dev *server.Device) []nvml.Device {
 	for _, gi := range gis {
 		gi.RLock()
 		for ci := range gi.ComputeInstances {
-			out = append(out, migHandle(dev, gi, ci))
+			out = append(out, m.handle(dev, gi, ci))
 		}
 		gi.RUnlock()
 	}
 	return out
+}
+
+// handle returns the cached handle of a MIG device; mock devices are large.
+func (m *migSim) handle(parent *server.Device, gi *server.GpuInstance, ci *server.ComputeInstance) nvml.Device {
+	m.handlesMu.Lock()
+	defer m.handlesMu.Unlock()
+	h, ok := m.handles[ci]
+	if !ok {
+		h = migHandle(parent, gi, ci)
+		m.handles[ci] = h
+	}
+	return h
 }
 
 func migHandle(parent *server.Device, gi *server.GpuInstance, ci *server.ComputeInstance) nvml.Device {
@@ -308,14 +354,40 @@ func (m *migSim) save() nvml.Return {
 	if err != nil {
 		return nvml.ERROR_UNKNOWN
 	}
-	tmp := m.path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	next := filepath.Join(m.dir, fmt.Sprintf("mig-state.%d.json", m.seq+1))
+	if err := os.WriteFile(next, data, 0o644); err != nil {
 		return nvml.ERROR_UNKNOWN
 	}
-	if err := os.Rename(tmp, m.path); err != nil {
-		return nvml.ERROR_UNKNOWN
-	}
+	_ = os.Remove(filepath.Join(m.dir, fmt.Sprintf("mig-state.%d.json", m.seq)))
+	m.seq++
 	return nvml.SUCCESS
+}
+
+// load reads the newest readable generation and removes the others.
+func (m *migSim) load() (map[string]migState, error) {
+	files, newest := migStateFiles(m.dir)
+	state := map[string]migState{}
+	for n := newest; n >= 0; n-- {
+		path, ok := files[n]
+		if !ok {
+			continue
+		}
+		data, err := os.ReadFile(path)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("read simulated MIG state: %w", err)
+		}
+		if err == nil && json.Unmarshal(data, &state) == nil {
+			m.seq = n
+			break
+		}
+		state = map[string]migState{} // torn write: fall back a generation
+	}
+	for n, path := range files {
+		if n != m.seq {
+			_ = os.Remove(path)
+		}
+	}
+	return state, nil
 }
 
 func validPlacement(dev *server.Device, profileID uint32, p nvml.GpuInstancePlacement) bool {

@@ -255,7 +255,11 @@ func testPluginRestart(t *testing.T) {
 }
 
 func migInstances(t *testing.T) int {
-	data, err := os.ReadFile(filepath.Join(stateDir(), "simulated", "mig-state.json"))
+	files, _ := filepath.Glob(filepath.Join(stateDir(), "simulated", "mig-state", "mig-state.*.json"))
+	if len(files) == 0 {
+		return 0
+	}
+	data, err := os.ReadFile(files[len(files)-1])
 	if os.IsNotExist(err) {
 		return 0
 	}
