@@ -19,8 +19,10 @@ import (
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
@@ -38,9 +40,14 @@ type options struct {
 	printSlices  bool
 	gates        featuregate.MutableFeatureGate
 	backend      driver.BackendOptions
+	fractional   bool
+	fractionalOn []int
+	strategies   []string
 }
 
 func main() {
+	// The simulated MPS control daemon is this binary re-run.
+	sharing.RunStandInIfRequested()
 	if err := newCommand().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)
@@ -74,6 +81,9 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.stateDir, "state-dir", "", "Checkpoint and simulator state; default <kubelet-dir>/plugins/<driver-name>.")
 	f.StringVar(&o.cdiRoot, "cdi-root", "/var/run/cdi", "Directory containerd reads CDI specs from.")
 	f.StringVar(&o.httpEndpoint, "http-endpoint", ":9402", "Address for /metrics and /healthz; empty to disable.")
+	f.BoolVar(&o.fractional, "fractional-memory", false, "Offer whole GPUs for memory-fraction sharing: many claims each take a share of memory (and compute), enforced with MPS. GPUs so offered are not partitioned into MIG devices.")
+	f.IntSliceVar(&o.fractionalOn, "fractional-memory-gpus", nil, "Limit --fractional-memory to these GPU minor numbers; all GPUs when empty.")
+	f.StringSliceVar(&o.strategies, "sharing-strategies", []string{"TimeSlicing", "MPS"}, "Sharing strategies claims may ask for (TimeSlicing, MPS).")
 	o.gates = newFeatureGates()
 	o.gates.AddFlag(f)
 	f.BoolVar(&o.printSlices, "print-slices", false, "Print the ResourceSlices this node would publish as YAML and exit; needs no cluster.")
@@ -101,6 +111,19 @@ func newFeatureGates() featuregate.MutableFeatureGate {
 		panic(err) // only on a programming error in the table above
 	}
 	return g
+}
+
+func parseStrategies(names []string) ([]configapi.SharingStrategy, error) {
+	var out []configapi.SharingStrategy
+	for _, n := range names {
+		switch s := configapi.SharingStrategy(n); s {
+		case configapi.TimeSlicingStrategy, configapi.MpsStrategy:
+			out = append(out, s)
+		default:
+			return nil, fmt.Errorf("--sharing-strategies: unknown strategy %q; use TimeSlicing and/or MPS", n)
+		}
+	}
+	return out, nil
 }
 
 func (o *options) complete() error {
@@ -132,7 +155,7 @@ func printSlices(cmd *cobra.Command, o *options) error {
 	if err != nil {
 		return err
 	}
-	res := slices.Build(o.nodeName, b.Inventory, slices.Options{DynamicMIG: o.gates.Enabled(DynamicMIG)})
+	res := slices.Build(o.nodeName, b.Inventory, slices.Options{DynamicMIG: o.gates.Enabled(DynamicMIG), FractionalMemory: o.fractional, FractionalGPUs: o.fractionalOn})
 	if err := slices.Validate(res); err != nil {
 		return err
 	}
@@ -144,6 +167,10 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	logger := klog.FromContext(ctx)
+	strategies, err := parseStrategies(o.strategies)
+	if err != nil {
+		return err
+	}
 	client, err := newClient(o)
 	if err != nil {
 		return err
@@ -161,6 +188,8 @@ func run(ctx context.Context, o *options) error {
 		RollingUpdateUID: types.UID(o.podUID),
 		Metrics:          m,
 		DynamicMIG:       o.gates.Enabled(DynamicMIG),
+		FractionalMemory: o.fractional, FractionalGPUs: o.fractionalOn,
+		SharingStrategies: strategies,
 	})
 	if err != nil {
 		return err

@@ -10,9 +10,12 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 )
 
 func main() {
+	sharing.RunStandInIfRequested() // the demo's simulated MPS daemons
 	root := &cobra.Command{Use: "gpudra", Short: "Tools for the GPU DRA driver", SilenceUsage: true, SilenceErrors: true}
 	root.AddCommand(newDemoCommand())
 	if err := root.Execute(); err != nil {

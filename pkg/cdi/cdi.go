@@ -36,6 +36,8 @@ type Device struct {
 	// ParentUUID and MigProfile are set for MIG devices.
 	ParentUUID string
 	MigProfile string
+	// Extra edits added by prepare, e.g. an MPS daemon's pipe and limits.
+	Extra cdispec.ContainerEdits
 }
 
 // Edits produces container edits.
@@ -107,6 +109,8 @@ func (w *Writer) Write(claimUID types.UID, devices []Device, record any) ([]stri
 		if err != nil {
 			return nil, fmt.Errorf("CDI edits for device %s: %w", d.Name, err)
 		}
+		edits.Env = append(edits.Env, d.Extra.Env...)
+		edits.Mounts = append(edits.Mounts, d.Extra.Mounts...)
 		spec.Devices = append(spec.Devices, cdispec.Device{Name: string(claimUID) + "-" + d.Name, ContainerEdits: edits})
 		ids = append(ids, w.DeviceID(claimUID, d.Name))
 	}

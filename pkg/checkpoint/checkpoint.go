@@ -52,6 +52,19 @@ type PreparedDevice struct {
 	Shared bool `json:"shared,omitempty"`
 	// Mig is set for MIG devices.
 	Mig *MigRecord `json:"mig,omitempty"`
+	// Sharing is set when time-slicing or MPS was applied.
+	Sharing *SharingRecord `json:"sharing,omitempty"`
+}
+
+// SharingRecord is what sharing prepare applied to a device.
+type SharingRecord struct {
+	Strategy string `json:"strategy"`
+	// Target is the UUID the setting applies to: the GPU for time-slicing,
+	// the GPU or MIG device for MPS.
+	Target                 string `json:"target"`
+	Interval               string `json:"interval,omitempty"`
+	ActiveThreadPercentage int    `json:"activeThreadPercentage,omitempty"`
+	PinnedMemoryBytes      int64  `json:"pinnedMemoryBytes,omitempty"`
 }
 
 // MigRecord locates a MIG device on its parent GPU.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
 
@@ -20,6 +21,10 @@ type Backend struct {
 	Edits     cdi.Edits
 	// Simulator is set for simulated nodes.
 	Simulator *simulate.Simulator
+	// TimeSlicer and MPSLauncher apply sharing: NVIDIA's tools from the
+	// driver root, or the simulator's record and a stand-in daemon.
+	TimeSlicer  sharing.TimeSlicer
+	MPSLauncher sharing.DaemonLauncher
 }
 
 // BackendOptions select and locate the backend.
@@ -56,7 +61,8 @@ func OpenBackend(o BackendOptions) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{NVML: lib, Inventory: inv, Edits: edits}, nil
+	tools := sharing.Driver{Root: o.DriverRoot}
+	return &Backend{NVML: lib, Inventory: inv, Edits: edits, TimeSlicer: tools, MPSLauncher: tools}, nil
 }
 
 func openSimulated(o BackendOptions) (*Backend, error) {
@@ -77,7 +83,7 @@ func openSimulated(o BackendOptions) (*Backend, error) {
 		return nil, err
 	}
 	edits := cdi.SimulatedEdits{DevicePath: sim.DevicePath, MigDevicePath: sim.MigDevicePath, ControlDevicePath: sim.ControlDevicePath(), NvidiaSmiPath: smi}
-	return &Backend{NVML: sim, Inventory: inv, Edits: edits, Simulator: sim}, nil
+	return &Backend{NVML: sim, Inventory: inv, Edits: edits, Simulator: sim, TimeSlicer: sim, MPSLauncher: sharing.StandIn{}}, nil
 }
 
 // installStub copies the nvidia-smi stand-in into the state directory,

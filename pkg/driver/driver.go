@@ -19,11 +19,13 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
@@ -42,6 +44,11 @@ type Config struct {
 	Metrics          *metrics.Metrics
 	// DynamicMIG offers MIG-capable GPUs as partitionable devices.
 	DynamicMIG bool
+	// FractionalMemory and FractionalGPUs offer GPUs for memory-fraction sharing.
+	FractionalMemory bool
+	FractionalGPUs   []int
+	// SharingStrategies are the strategies claims may ask for.
+	SharingStrategies []configapi.SharingStrategy
 }
 
 // Driver is a running kubelet plugin.
@@ -71,7 +78,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	sliceOpts := slices.Options{DynamicMIG: cfg.DynamicMIG, DynamicParents: dynamicParents(store)}
+	sliceOpts := slices.Options{DynamicMIG: cfg.DynamicMIG, FractionalMemory: cfg.FractionalMemory, FractionalGPUs: cfg.FractionalGPUs, DynamicParents: dynamicParents(store)}
 	resources := slices.Build(cfg.NodeName, cfg.Backend.Inventory, sliceOpts)
 	if err := slices.Validate(resources); err != nil {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
@@ -81,6 +88,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	d.state = prepare.New(prepare.Config{
 		DriverName: cfg.DriverName, PoolName: cfg.NodeName, Devices: devices,
 		Store: store, CDI: writer, Status: prepare.NewAsyncStatusWriter(ctx, cfg.Client, cfg.DriverName),
+		Sharing: sharingConfig(cfg),
 	})
 	report, err := d.state.Recover(ctx, func(ctx context.Context, ns, name string) (*resourceapi.ResourceClaim, error) {
 		return cfg.Client.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
@@ -117,6 +125,19 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("publish ResourceSlices: %w", err)
 	}
 	return d, nil
+}
+
+func sharingConfig(cfg Config) *prepare.SharingConfig {
+	allowed := map[configapi.SharingStrategy]bool{}
+	for _, s := range cfg.SharingStrategies {
+		allowed[s] = true
+	}
+	return &prepare.SharingConfig{
+		TimeSlicer: cfg.Backend.TimeSlicer,
+		MPS:        &sharing.MPS{Root: filepath.Join(cfg.StateDir, "mps"), Launcher: cfg.Backend.MPSLauncher},
+		Allowed:    allowed,
+		NodeName:   cfg.NodeName,
+	}
 }
 
 // Stop stops serving; prepared claims stay prepared.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 )
@@ -38,14 +39,24 @@ type node struct {
 	cancel  context.CancelFunc
 	kubelet drapb.DRAPluginClient
 	conn    *grpc.ClientConn
-	// dynamicMIG is passed to the driver at every start.
+	// dynamicMIG and fractional are passed to the driver at every start.
 	dynamicMIG bool
+	fractional bool
 }
 
 func newNode(t testing.TB, profile string) *node { return newNodeWith(t, profile, false) }
 
 // newMigNode starts a node that offers dynamic MIG.
 func newMigNode(t testing.TB, profile string) *node { return newNodeWith(t, profile, true) }
+
+// newSharingNode starts a node whose GPUs are offered for memory-fraction sharing.
+func newSharingNode(t testing.TB, profile string) *node {
+	t.Helper()
+	n := newNodeWith(t, profile, false)
+	n.fractional = true
+	n.restart(profile)
+	return n
+}
 
 func newNodeWith(t testing.TB, profile string, dynamicMIG bool) *node {
 	t.Helper()
@@ -74,7 +85,8 @@ func (n *node) start(profile string) {
 	n.driver, err = Start(ctx, Config{
 		DriverName: testDriver, NodeName: testNode, Client: n.client, Backend: backend,
 		StateDir: n.dir("state"), CDIDir: n.dir("cdi"), PluginDir: n.dir("plugin"), RegistrarDir: n.dir("registry"),
-		DynamicMIG: n.dynamicMIG,
+		DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional,
+		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},
 	})
 	if err != nil {
 		n.t.Fatal(err)

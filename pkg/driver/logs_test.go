@@ -2,9 +2,13 @@ package driver
 
 import (
 	"flag"
+	"os"
 	"sync"
+	"testing"
 
 	"k8s.io/klog/v2"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 )
 
 var (
@@ -15,6 +19,12 @@ var (
 func klogFlags() *flag.FlagSet {
 	klogOnce.Do(func() { klog.InitFlags(klogFS) })
 	return klogFS
+}
+
+// TestMain lets the test binary double as the simulated MPS daemon.
+func TestMain(m *testing.M) {
+	sharing.RunStandInIfRequested()
+	os.Exit(m.Run())
 }
 
 type discard struct{}

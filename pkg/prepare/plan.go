@@ -9,6 +9,7 @@ import (
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
 // plannedDevice is one allocated device with the config that applies to it.
@@ -16,7 +17,11 @@ type plannedDevice struct {
 	device *AllocatableDevice
 	config configapi.Config
 	record checkpoint.PreparedDevice
+	// extra are CDI edits prepare adds (MPS pipe and limits).
+	extra extraEdits
 }
+
+type extraEdits cdispec.ContainerEdits
 
 // plan checks a claim's allocation against this node and resolves configs.
 // It touches nothing, so a claim with a bad config fails before any work.
@@ -45,7 +50,11 @@ func (s *State) plan(claim *resourceapi.ResourceClaim) ([]plannedDevice, error) 
 		if err != nil {
 			return nil, err
 		}
-		planned = append(planned, plannedDevice{device: dev, config: cfg, record: newRecord(r, dev)})
+		rec := newRecord(r, dev)
+		if rec.Sharing, err = s.resolveSharing(cfg, dev, r, len(planned)); err != nil {
+			return nil, fmt.Errorf("device %s: %w", r.Device, err)
+		}
+		planned = append(planned, plannedDevice{device: dev, config: cfg, record: rec})
 	}
 	return planned, nil
 }
@@ -117,7 +126,7 @@ func lockKeys(planned []plannedDevice) []string {
 func cdiDevices(records []checkpoint.PreparedDevice, planned []plannedDevice) []cdi.Device {
 	out := make([]cdi.Device, 0, len(planned))
 	for i, p := range planned {
-		d := cdi.Device{Name: p.device.Name, UUID: records[i].UUID, ProductName: p.device.GPU.ProductName, Minor: p.device.GPU.Minor}
+		d := cdi.Device{Name: p.device.Name, UUID: records[i].UUID, ProductName: p.device.GPU.ProductName, Minor: p.device.GPU.Minor, Extra: cdispec.ContainerEdits(p.extra)}
 		if p.device.Kind != WholeGPU {
 			d.ParentUUID = p.device.GPU.UUID
 			d.MigProfile = p.device.Placement.Profile.Name

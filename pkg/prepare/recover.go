@@ -142,8 +142,9 @@ func (s *State) isStale(ctx context.Context, getClaim ClaimGetter, rec checkpoin
 	return claim.UID != rec.UID, nil
 }
 
-// adopt marks a kept claim's devices as held and restores its CDI spec if
-// the spec was lost.
+// adopt marks a kept claim's devices as held, makes sure its sharing is in
+// place (an MPS daemon is restarted if it did not survive), and restores
+// its CDI spec if the spec was lost.
 func (s *State) adopt(rec checkpoint.PreparedClaim) error {
 	s.mu.Lock()
 	for _, d := range rec.Devices {
@@ -152,16 +153,20 @@ func (s *State) adopt(rec checkpoint.PreparedClaim) error {
 		}
 	}
 	s.mu.Unlock()
-	if s.CDI.Exists(rec.UID) {
-		return nil
-	}
 	var planned []plannedDevice
 	for _, d := range rec.Devices {
 		dev, ok := s.Devices[d.Device]
 		if !ok {
 			return fmt.Errorf("prepared claim %s uses device %s, which this node no longer has", rec.UID, d.Device)
 		}
-		planned = append(planned, plannedDevice{device: dev, record: d})
+		extra, err := s.applySharing(d.Sharing)
+		if err != nil {
+			return fmt.Errorf("prepared claim %s, device %s: %w", rec.UID, d.Device, err)
+		}
+		planned = append(planned, plannedDevice{device: dev, record: d, extra: extra})
+	}
+	if s.CDI.Exists(rec.UID) {
+		return nil
 	}
 	_, err := s.CDI.Write(rec.UID, cdiDevices(rec.Devices, planned), rec)
 	return err

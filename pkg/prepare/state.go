@@ -77,6 +77,8 @@ type Config struct {
 	Store      *checkpoint.Store
 	CDI        *cdi.Writer
 	Status     StatusReporter
+	// Sharing is nil on nodes that offer no sharing.
+	Sharing *SharingConfig
 }
 
 // State prepares and unprepares claims on one node.
@@ -144,13 +146,19 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 // needed), writes the CDI spec and records the claim as completed. rec is
 // updated as devices are created so that a rollback can undo them.
 func (s *State) prepareDevices(_ context.Context, rec *checkpoint.PreparedClaim, planned []plannedDevice) ([]kubeletplugin.Device, error) {
-	for i, p := range planned {
-		if sharing := p.config.GetSharing(); sharing != nil {
-			return nil, fmt.Errorf("device %s: sharing.strategy %s is not supported by this driver version; remove the sharing section", p.device.Name, sharing.Strategy)
-		}
+	for i := range planned {
+		p := &planned[i]
 		if err := s.configureDevice(&rec.Devices[i], p.device); err != nil {
 			return nil, fmt.Errorf("device %s: %w", p.device.Name, err)
 		}
+		if sh := rec.Devices[i].Sharing; sh != nil && sh.Target == "" {
+			sh.Target = rec.Devices[i].UUID // a dynamic MIG device's UUID is known now
+		}
+		extra, err := s.applySharing(rec.Devices[i].Sharing)
+		if err != nil {
+			return nil, fmt.Errorf("device %s: %w", p.device.Name, err)
+		}
+		p.extra = extra
 	}
 	// IDs are derived from the claim UID, so the record stored in the spec's
 	// annotation can carry them before the spec is written.
@@ -194,6 +202,9 @@ func (s *State) unprepareLocked(_ context.Context, rec checkpoint.PreparedClaim)
 		return err
 	}
 	for _, d := range rec.Devices {
+		if err := s.releaseSharing(rec.UID, d.Sharing); err != nil {
+			return fmt.Errorf("device %s: %w", d.Device, err)
+		}
 		if err := s.releaseDevice(d); err != nil {
 			return fmt.Errorf("device %s: %w", d.Device, err)
 		}

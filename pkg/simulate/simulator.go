@@ -10,6 +10,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 )
 
 // Simulator is a simulated node: an nvml.Interface plus the files that real
@@ -200,4 +202,23 @@ func upper(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// SetTimeSlice records a compute-policy time slice, as nvidia-smi
+// compute-policy --set-timeslice would set it on real hardware.
+func (s *Simulator) SetTimeSlice(uuid string, interval configapi.TimeSliceInterval) error {
+	p := filepath.Join(s.Dir, "compute-policy", uuid)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, []byte(interval), 0o644)
+}
+
+// TimeSlice returns the recorded time slice of a GPU ("Default" if never set).
+func (s *Simulator) TimeSlice(uuid string) string {
+	data, err := os.ReadFile(filepath.Join(s.Dir, "compute-policy", uuid))
+	if err != nil {
+		return string(configapi.DefaultTimeSlice)
+	}
+	return string(data)
 }

@@ -100,6 +100,11 @@ type Options struct {
 	// DynamicMIG publishes MIG-capable GPUs as partitionable devices whose
 	// MIG devices are created at prepare time.
 	DynamicMIG bool
+	// FractionalMemory publishes whole GPUs as shareable: many claims may
+	// each take a share of memory (and optionally compute), enforced by MPS.
+	FractionalMemory bool
+	// FractionalGPUs limits FractionalMemory to these minors (all if empty).
+	FractionalGPUs []int
 	// DynamicParents are GPUs whose existing MIG devices this driver
 	// created (per its checkpoint): they stay dynamic rather than being
 	// mistaken for an admin's static MIG layout.
@@ -117,7 +122,25 @@ const (
 	// DynamicMIG: the GPU and every MIG placement are published, sharing
 	// counters so the scheduler never hands out overlapping pieces.
 	DynamicMIG
+	// Shareable: the GPU is one device that many claims can each take a
+	// share of memory from (memory-fraction sharing). It is not partitioned.
+	Shareable
 )
+
+func (o Options) shares(g *nvdev.GPU) bool {
+	if !o.FractionalMemory {
+		return false
+	}
+	if len(o.FractionalGPUs) == 0 {
+		return true
+	}
+	for _, m := range o.FractionalGPUs {
+		if m == g.Minor {
+			return true
+		}
+	}
+	return false
+}
 
 // ModeOf decides how a GPU is published.
 func ModeOf(g *nvdev.GPU, o Options) Mode {
@@ -126,6 +149,8 @@ func ModeOf(g *nvdev.GPU, o Options) Mode {
 		return DynamicMIG
 	case g.MigEnabled && len(g.MigDevices) > 0:
 		return StaticMIG
+	case o.shares(g):
+		return Shareable
 	case o.DynamicMIG && g.MigCapable && len(g.MigProfiles) > 0 && (g.MigEnabled || !g.MigModeChangeNeedsReset):
 		return DynamicMIG
 	default:
@@ -143,6 +168,8 @@ func Build(nodeName string, inv *nvdev.Inventory, o Options) resourceslice.Drive
 		switch ModeOf(g, o) {
 		case Whole:
 			devices = append(devices, GPUDevice(inv, g))
+		case Shareable:
+			devices = append(devices, ShareableGPUDevice(inv, g))
 		case StaticMIG:
 			for _, m := range g.MigDevices {
 				devices = append(devices, MigDevice(inv, g, m.Profile, m.Placement.Start, m.Placement.Size, m.UUID))

@@ -1,0 +1,168 @@
+package prepare
+
+import (
+	"fmt"
+	"strconv"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
+)
+
+// Capacity names a memory-fraction claim consumes.
+const (
+	capMemory  resourceapi.QualifiedName = "memory"
+	capCompute resourceapi.QualifiedName = "computePercentage"
+)
+
+// SharingConfig wires sharing into a State.
+type SharingConfig struct {
+	TimeSlicer sharing.TimeSlicer
+	MPS        *sharing.MPS
+	// Allowed lists the strategies this node offers.
+	Allowed map[configapi.SharingStrategy]bool
+	// NodeName is used in errors.
+	NodeName string
+}
+
+// deviceMemory is the memory a device has: the GPU's, or the MIG profile's.
+func deviceMemory(dev *AllocatableDevice) int64 {
+	if dev.Kind == WholeGPU {
+		return int64(dev.GPU.MemoryBytes)
+	}
+	return int64(dev.Placement.Profile.Info.MemorySizeMB) << 20
+}
+
+// resolveSharing decides what sharing to apply to one allocated device.
+// A memory-fraction allocation (a share of a shareable GPU) always runs
+// under MPS with its consumed memory as the pinned-memory limit.
+func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r resourceapi.DeviceRequestAllocationResult, index int) (*checkpoint.SharingRecord, error) {
+	sh := cfg.GetSharing()
+	// MPS runs per device: the GPU, or the MIG device (whose UUID a dynamic
+	// MIG device only gets at prepare; prepare fills it in then).
+	target := dev.GPU.UUID
+	switch dev.Kind {
+	case StaticMig:
+		target = dev.StaticUUID
+	case DynamicMig:
+		target = ""
+	}
+	if r.ShareID != nil {
+		if sh != nil && sh.Strategy != configapi.MpsStrategy {
+			return nil, fmt.Errorf("sharing.strategy: %s cannot enforce a memory share; memory-fraction claims run under MPS, so set strategy: MPS or leave sharing out", sh.Strategy)
+		}
+		rec := &checkpoint.SharingRecord{Strategy: string(configapi.MpsStrategy), Target: target}
+		if q, ok := r.ConsumedCapacity[capMemory]; ok {
+			rec.PinnedMemoryBytes = q.Value()
+		}
+		if q, ok := r.ConsumedCapacity[capCompute]; ok && q.Value() > 0 {
+			rec.ActiveThreadPercentage = int(q.Value())
+		} else if sh != nil && sh.MpsConfig != nil && sh.MpsConfig.DefaultActiveThreadPercentage != nil {
+			rec.ActiveThreadPercentage = *sh.MpsConfig.DefaultActiveThreadPercentage
+		}
+		return rec, s.checkAllowed(configapi.MpsStrategy, true)
+	}
+	if sh == nil {
+		return nil, nil
+	}
+	if err := s.checkAllowed(sh.Strategy, false); err != nil {
+		return nil, err
+	}
+	switch sh.Strategy {
+	case configapi.TimeSlicingStrategy:
+		// The time slice is a property of the physical GPU.
+		return &checkpoint.SharingRecord{Strategy: string(sh.Strategy), Target: dev.GPU.UUID, Interval: string(sh.TimeSlicingConfig.Interval)}, nil
+	case configapi.MpsStrategy:
+		rec := &checkpoint.SharingRecord{Strategy: string(sh.Strategy), Target: target}
+		m := sh.MpsConfig
+		if m.DefaultActiveThreadPercentage != nil {
+			rec.ActiveThreadPercentage = *m.DefaultActiveThreadPercentage
+		}
+		field, limit := "sharing.mpsConfig.defaultPinnedDeviceMemoryLimit", m.DefaultPinnedDeviceMemoryLimit
+		for _, key := range []string{target, strconv.Itoa(index)} {
+			if q, ok := m.DefaultPerDevicePinnedMemoryLimit[key]; ok {
+				field, limit = fmt.Sprintf("sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit[%q]", key), &q
+			}
+		}
+		if limit != nil {
+			if limit.Value() > deviceMemory(dev) {
+				return nil, fmt.Errorf("%s: %s exceeds the %s of device %s", field, limit.String(), formatBytes(deviceMemory(dev)), dev.Name)
+			}
+			rec.PinnedMemoryBytes = limit.Value()
+		}
+		return rec, nil
+	}
+	return nil, fmt.Errorf("sharing.strategy: unknown strategy %q", sh.Strategy)
+}
+
+func (s *State) checkAllowed(strategy configapi.SharingStrategy, fractional bool) error {
+	if s.Sharing == nil || !s.Sharing.Allowed[strategy] {
+		node := ""
+		if s.Sharing != nil {
+			node = s.Sharing.NodeName
+		}
+		if fractional {
+			return fmt.Errorf("memory-fraction sharing needs MPS, which node %s does not offer; an admin enables it with --sharing-strategies=MPS (chart value sharing.strategies)", node)
+		}
+		return fmt.Errorf("sharing.strategy: %s is not enabled on node %s; an admin enables it with --sharing-strategies (chart value sharing.strategies)", strategy, node)
+	}
+	return nil
+}
+
+func formatBytes(b int64) string { return fmt.Sprintf("%dMi", b>>20) }
+
+// applySharing applies a resolved setting and returns the CDI edits the
+// container needs for it.
+func (s *State) applySharing(rec *checkpoint.SharingRecord) (extraEdits, error) {
+	if rec == nil {
+		return extraEdits{}, nil
+	}
+	switch configapi.SharingStrategy(rec.Strategy) {
+	case configapi.TimeSlicingStrategy:
+		return extraEdits{}, s.Sharing.TimeSlicer.SetTimeSlice(rec.Target, configapi.TimeSliceInterval(rec.Interval))
+	case configapi.MpsStrategy:
+		d := s.Sharing.MPS.Daemon(rec.Target)
+		st := settingsOf(rec)
+		if err := s.Sharing.MPS.Ensure(d, st); err != nil {
+			return extraEdits{}, err
+		}
+		return extraEdits(sharing.ClientEdits(d, st)), nil
+	}
+	return extraEdits{}, nil
+}
+
+func settingsOf(rec *checkpoint.SharingRecord) sharing.Settings {
+	return sharing.Settings{Strategy: configapi.SharingStrategy(rec.Strategy), Interval: configapi.TimeSliceInterval(rec.Interval), ActiveThreadPercentage: rec.ActiveThreadPercentage, PinnedMemoryBytes: rec.PinnedMemoryBytes}
+}
+
+// releaseSharing undoes a setting when no other prepared claim relies on it:
+// the time slice goes back to Default, the MPS daemon stops.
+func (s *State) releaseSharing(claim types.UID, rec *checkpoint.SharingRecord) error {
+	if rec == nil || s.Sharing == nil || s.stillShared(claim, rec) {
+		return nil
+	}
+	switch configapi.SharingStrategy(rec.Strategy) {
+	case configapi.TimeSlicingStrategy:
+		return s.Sharing.TimeSlicer.SetTimeSlice(rec.Target, configapi.DefaultTimeSlice)
+	case configapi.MpsStrategy:
+		return s.Sharing.MPS.Stop(s.Sharing.MPS.Daemon(rec.Target))
+	}
+	return nil
+}
+
+func (s *State) stillShared(claim types.UID, rec *checkpoint.SharingRecord) bool {
+	for _, other := range s.Store.List() {
+		if other.UID == claim {
+			continue
+		}
+		for _, d := range other.Devices {
+			if d.Sharing != nil && d.Sharing.Strategy == rec.Strategy && d.Sharing.Target == rec.Target {
+				return true
+			}
+		}
+	}
+	return false
+}
