@@ -121,3 +121,29 @@ func TestBadFlagsSayWhatToFix(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintSlicesFractionalPreview shows a shareable GPU with its request policy.
+func TestPrintSlicesFractionalPreview(t *testing.T) {
+	cmd := newCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--simulate", "h100x1", "--node-name", "n1", "--fractional-memory", "--print-slices"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var s resourceapi.ResourceSlice
+	if err := yaml.UnmarshalStrict([]byte(strings.TrimPrefix(out.String(), "---\n")), &s); err != nil {
+		t.Fatal(err)
+	}
+	d := s.Spec.Devices[0]
+	mem := d.Capacity["memory"]
+	if len(s.Spec.Devices) != 1 || d.AllowMultipleAllocations == nil || !*d.AllowMultipleAllocations || mem.RequestPolicy == nil || mem.RequestPolicy.ValidRange == nil {
+		t.Fatalf("shareable device not published as such:\n%s", out.String())
+	}
+	if step := mem.RequestPolicy.ValidRange.Step; step == nil || step.String() != "1Gi" {
+		t.Fatalf("memory step %v", step)
+	}
+	if _, ok := d.Capacity["computePercentage"]; !ok {
+		t.Fatal("no computePercentage capacity")
+	}
+}

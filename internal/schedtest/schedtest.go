@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -142,6 +143,7 @@ func (c *Cluster) Allocate(claim *resourceapi.ResourceClaim) *resourceapi.Alloca
 		id := structured.MakeDeviceID(d.Driver, d.Pool, d.Device)
 		if d.ShareID != nil {
 			c.allocated.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, d.ShareID))
+			c.allocated.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, d.ConsumedCapacity))
 		} else {
 			c.allocated.AllocatedDevices.Insert(id)
 		}
@@ -164,6 +166,15 @@ func Request(name, class string, count int64, selectors ...string) resourceapi.D
 	}}
 	for _, s := range selectors {
 		r.Exactly.Selectors = append(r.Exactly.Selectors, resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: s}})
+	}
+	return r
+}
+
+// WithCapacity adds capacity requests (e.g. memory: 20Gi) to a request.
+func WithCapacity(r resourceapi.DeviceRequest, requests map[resourceapi.QualifiedName]string) resourceapi.DeviceRequest {
+	r.Exactly.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{}}
+	for name, q := range requests {
+		r.Exactly.Capacity.Requests[name] = resource.MustParse(q)
 	}
 	return r
 }

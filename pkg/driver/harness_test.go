@@ -22,6 +22,7 @@ import (
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 )
 
 const (
@@ -69,7 +70,17 @@ func newNodeWith(t testing.TB, profile string, dynamicMIG bool) *node {
 	n := &node{t: t, root: root, dynamicMIG: dynamicMIG, client: fakeapi.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}})}
 	n.start(profile)
 	t.Cleanup(n.stop)
+	t.Cleanup(n.stopMPSDaemons) // runs before the state dir is removed
 	return n
+}
+
+// stopMPSDaemons ends stand-in daemons a failed test may have left running.
+func (n *node) stopMPSDaemons() {
+	entries, _ := os.ReadDir(filepath.Join(n.dir("state"), "mps"))
+	m := &sharing.MPS{Root: filepath.Join(n.dir("state"), "mps")}
+	for _, e := range entries {
+		_ = m.Stop(m.Daemon(e.Name()))
+	}
 }
 
 func (n *node) dir(name string) string { return filepath.Join(n.root, name) }

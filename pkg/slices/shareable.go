@@ -23,6 +23,13 @@ var MemoryStep = resource.MustParse("1Gi")
 func ShareableGPUDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
 	d := GPUDevice(inv, g)
 	d.AllowMultipleAllocations = ptr.To(true)
+	// On a shared device every capacity without a request policy is taken
+	// whole by each share; the SM count moves to an attribute, and compute
+	// is shared through computePercentage.
+	if sms, ok := d.Capacity[CapMultiprocessors]; ok {
+		delete(d.Capacity, CapMultiprocessors)
+		d.Attributes[CapMultiprocessors] = resourceapi.DeviceAttribute{IntValue: ptr.To(sms.Value.Value())}
+	}
 	total := resource.NewQuantity(int64(g.MemoryBytes), resource.BinarySI)
 	mem := d.Capacity[CapMemory]
 	mem.RequestPolicy = &resourceapi.CapacityRequestPolicy{
