@@ -13,25 +13,27 @@ hack/cluster/build.sh all
 step "Starting the cluster"
 hack/cluster/cluster.sh up
 step "Installing the driver (Helm chart, simulated 8 x H100, dynamic MIG)"
-kubectl delete namespace gpu-demo --ignore-not-found --wait=true >/dev/null
+kubectl delete namespace gpu-demo gpu-demo-2 --ignore-not-found --wait=true >/dev/null
 hack/cluster/deploy.sh h100x8
 step "Applying demo/specs"
 kubectl apply -f demo/specs/ | sed 's/^/    /'
-pods=$(kubectl get pods -n gpu-demo -o jsonpath='{.items[*].metadata.name}')
-for p in $pods; do
-  printf '    waiting for %-18s' "$p"
-  kubectl wait -n gpu-demo --for=jsonpath='{.status.phase}'=Running "pod/$p" --timeout=120s >/dev/null && echo " Running"
+pods=$(kubectl get pods -A -l demo=gpu -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name} {end}')
+for np in $pods; do
+  printf '    waiting for %-28s' "$np"
+  kubectl wait -n "${np%/*}" --for=jsonpath='{.status.phase}'=Running "pod/${np#*/}" --timeout=120s >/dev/null && echo " Running"
 done
 
 step "Which GPU each container got (read from the cluster: pod logs of nvidia-smi -L)"
 {
-  echo -e "POD\tCONTAINER\tMODEL\tGPU UUID\tMIG DEVICE"
-  for p in $pods; do
-    for c in $(kubectl get pod -n gpu-demo "$p" -o jsonpath='{.spec.containers[*].name}'); do
-      out=$(kubectl logs -n gpu-demo "$p" -c "$c")
+  echo -e "NAMESPACE/POD\tCONTAINER\tMODEL\tGPU UUID\tMIG DEVICE / SHARE"
+  for np in $pods; do
+    n=${np%/*} p=${np#*/}
+    for c in $(kubectl get pod -n "$n" "$p" -o jsonpath='{.spec.containers[*].name}'); do
+      out=$(kubectl logs -n "$n" "$p" -c "$c")
       gpu=$(echo "$out" | sed -n 's/^GPU [0-9]*: \(.*\) (UUID: \(GPU-[^)]*\)).*/\1\t\2/p' | head -1)
-      mig=$(echo "$out" | sed -n 's/^ *MIG \([^ ]*\) .*(UUID: \(MIG-[^)]*\)).*/\1 \2/p' | head -1)
-      echo -e "$p\t$c\t$gpu\t${mig:--}"
+      extra=$(echo "$out" | sed -n 's/^ *MIG \([^ ]*\) .*(UUID: \(MIG-[^)]*\)).*/\1 \2/p' | head -1)
+      [ -n "$extra" ] || extra=$(echo "$out" | sed -n 's/^CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=\(.*\)/MPS memory limit \1/p')
+      echo -e "$np\t$c\t$gpu\t${extra:--}"
     done
   done
 } | column -t -s $'\t'

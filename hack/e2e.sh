@@ -9,7 +9,7 @@ export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK GPU_DRA_KUBELET
 s=$(now); hack/cluster/build.sh all; say "build: $(since "$s")s"
 s=$(now); hack/cluster/cluster.sh up; say "cluster up: $(since "$s")s"
 [ "${KEEP_CLUSTER:-}" = 1 ] || trap 'hack/cluster/cluster.sh down' EXIT
-kubectl delete namespace gpu-demo --ignore-not-found --wait=true >/dev/null
+kubectl delete namespace gpu-demo gpu-demo-2 --ignore-not-found --wait=true >/dev/null
 s=$(now); hack/cluster/deploy.sh h100x8; say "deploy: $(since "$s")s"
 s=$(now)
 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go test -count=1 -tags e2e -timeout 20m -v ./test/e2e/ 2>&1 | grep -vE '^\s*$'

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the driver image from this checkout, imports it into the local
 # cluster's containerd and installs (or upgrades) the Helm chart with
-# simulated GPUs. Usage: deploy.sh [PROFILE]   (default h100x8)
+# simulated GPUs; GPU 7 (FRACTIONAL_GPUS) is offered for memory-fraction
+# sharing. Usage: deploy.sh [PROFILE]   (default h100x8)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK
@@ -22,6 +23,7 @@ helm upgrade --install "$RELEASE" "$REPO/deployments/helm/gpu-dra-driver" \
   --namespace "$NAMESPACE" --create-namespace --wait --timeout 120s \
   --set image.tag="$tag" --set image.pullPolicy=Never \
   --set simulate.profile="$PROFILE" \
+  --set sharing.fractionalMemory=true --set "sharing.fractionalMemoryGPUs={${FRACTIONAL_GPUS:-7}}" \
   --set kubeletDir="$KUBELET_DIR" \
   --set kubeletPlugin.hostNetwork=true \
   --set kubeletPlugin.apiServer.host=127.0.0.1 --set-string kubeletPlugin.apiServer.port=6443 >/dev/null

@@ -38,6 +38,7 @@ func TestDriver(t *testing.T) {
 		{"InvalidConfigFailsOnlyItsPod", testInvalidConfig},
 		{"PluginRestartKeepsGPUs", testPluginRestart},
 		{"MIGFourContainers", testMIG},
+		{"MemoryFractionAcrossNamespaces", testMemoryFraction},
 		{"NothingLeftBehind", testCleanup},
 	} {
 		if !t.Run(step.name, step.fn) {
@@ -56,13 +57,16 @@ func testResourceSlices(t *testing.T) {
 		slices = list.Items
 		return int64(len(list.Items)) == list.Items[0].Spec.Pool.ResourceSliceCount, "partial pool"
 	})
-	gpus, migs, counterSets := 0, 0, 0
+	gpus, migs, counterSets, shareable := 0, 0, 0, 0
 	for _, s := range slices {
 		counterSets += len(s.Spec.SharedCounters)
 		for _, d := range s.Spec.Devices {
 			switch *d.Attributes["type"].StringValue {
 			case "gpu":
 				gpus++
+				if d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations {
+					shareable++
+				}
 				if *d.Attributes["productName"].StringValue != "NVIDIA H100 80GB HBM3" || d.Attributes["resource.kubernetes.io/pcieRoot"].StringValue == nil || d.Attributes["driverVersion"].VersionValue == nil {
 					t.Errorf("GPU %s attributes: %v", d.Name, d.Attributes)
 				}
@@ -71,10 +75,12 @@ func testResourceSlices(t *testing.T) {
 			}
 		}
 	}
-	if gpus != 8 || counterSets != 8 || migs == 0 {
-		t.Fatalf("published %d GPUs, %d MIG devices, %d counter sets; want 8 GPUs, 8 counter sets and MIG devices", gpus, migs, counterSets)
+	// deploy.sh offers GPU 7 for memory-fraction sharing; the others are
+	// partitionable for dynamic MIG.
+	if gpus != 8 || counterSets != 7 || shareable != 1 || migs != 7*28 {
+		t.Fatalf("published %d GPUs (%d shareable), %d MIG devices, %d counter sets; want 8 GPUs (1 shareable), 196 MIG devices, 7 counter sets", gpus, shareable, migs, counterSets)
 	}
-	t.Logf("%d slices: %d GPUs, %d MIG devices, %d counter sets accepted by the apiserver", len(slices), gpus, migs, counterSets)
+	t.Logf("%d slices: %d GPUs (%d shareable), %d MIG devices, %d counter sets accepted by the apiserver", len(slices), gpus, shareable, migs, counterSets)
 }
 
 // testNodeRestriction writes another node's ResourceSlice with the plugin's
@@ -137,6 +143,10 @@ func testSharedClaims(t *testing.T) {
 	_, s2, _ := gpuOf(t, "shared-2", "")
 	if s1 != s2 {
 		t.Fatalf("pods sharing a ResourceClaim see %s and %s", s1, s2)
+	}
+	// The shared claim is time-sliced: the GPU's time slice is set while it is prepared.
+	if got := timeSlice(t, s1); got != "Long" {
+		t.Fatalf("time slice of the shared claim's GPU is %q, want Long", got)
 	}
 	_, c1, _ := gpuOf(t, "two-containers", "first")
 	_, c2, _ := gpuOf(t, "two-containers", "second")
@@ -304,12 +314,70 @@ func testMIG(t *testing.T) {
 	})
 }
 
+func timeSlice(t *testing.T, uuid string) string {
+	data, err := os.ReadFile(filepath.Join(stateDir(), "simulated", "compute-policy", uuid))
+	if os.IsNotExist(err) {
+		return "Default"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// testMemoryFraction: pods in two namespaces share one GPU, each with its own
+// MPS-enforced memory limit, served by one MPS daemon.
+func testMemoryFraction(t *testing.T) {
+	apply(t, "06-memory-fraction.yaml")
+	waitRunning(t, "fraction-20gi")
+	waitFor(t, "fraction-30gi Running", 90*time.Second, func() (bool, string) {
+		p, err := client.CoreV1().Pods("gpu-demo-2").Get(context.Background(), "fraction-30gi", metav1.GetOptions{})
+		return err == nil && p.Status.Phase == "Running", "pending"
+	})
+	_, a, _ := gpuOf(t, "fraction-20gi", "")
+	logsA := kubectl(t, "logs", "-n", ns, "fraction-20gi")
+	logsB := kubectl(t, "logs", "-n", "gpu-demo-2", "fraction-30gi")
+	b := gpuLine.FindStringSubmatch(logsB)
+	if b == nil || b[2] != a {
+		t.Fatalf("the two shares got different GPUs: %s vs\n%s", a, logsB)
+	}
+	if !strings.Contains(logsA, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=20480M") || strings.Contains(logsA, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE") {
+		t.Fatalf("20Gi share sees:\n%s", logsA)
+	}
+	if !strings.Contains(logsB, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=30720M") || !strings.Contains(logsB, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50") {
+		t.Fatalf("30Gi + 50%% share sees:\n%s", logsB)
+	}
+	daemon := filepath.Join(stateDir(), "mps", a, "daemon.pid")
+	if _, err := os.Stat(daemon); err != nil {
+		t.Fatalf("no MPS daemon for the shared GPU: %v", err)
+	}
+	deletePods(t, "fraction-20gi")
+	if _, err := os.Stat(daemon); err != nil {
+		t.Fatal("MPS daemon stopped while a share is still running")
+	}
+	kubectl(t, "delete", "namespace", "gpu-demo-2", "--wait=true")
+	waitFor(t, "the MPS daemon to stop with the last share", 60*time.Second, func() (bool, string) {
+		_, err := os.Stat(daemon)
+		return os.IsNotExist(err), "still there"
+	})
+}
+
 func testCleanup(t *testing.T) {
+	var sharedGPU string
+	if _, uuid, _ := gpuOf(t, "shared-1", ""); uuid != "" {
+		sharedGPU = uuid
+	}
 	kubectl(t, "delete", "pods", "--all", "-n", ns, "--wait=true")
 	waitFor(t, "no CDI spec and an empty checkpoint", 90*time.Second, func() (bool, string) {
 		return len(cdiSpecs()) == 0 && len(checkpointRecords()) == 0, strings.Join(append(cdiSpecs(), checkpointRecords()...), " ")
 	})
 	if n := migInstances(t); n != 0 {
 		t.Fatalf("%d MIG instances left", n)
+	}
+	if got := timeSlice(t, sharedGPU); got != "Default" {
+		t.Fatalf("time slice of %s left at %q after its claim went", sharedGPU, got)
+	}
+	if left, _ := filepath.Glob(filepath.Join(stateDir(), "mps", "*")); len(left) != 0 {
+		t.Fatalf("MPS daemons left: %v", left)
 	}
 }
