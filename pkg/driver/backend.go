@@ -66,17 +66,9 @@ func OpenBackend(o BackendOptions) (*Backend, error) {
 }
 
 func openSimulated(o BackendOptions) (*Backend, error) {
-	profile, err := simulate.ParseProfile(o.SimulateProfile)
+	sim, inv, err := simulate.Discover(o.SimulateProfile, o.NodeName, filepath.Join(o.StateDir, "simulated"))
 	if err != nil {
 		return nil, err
-	}
-	sim, err := simulate.New(profile, o.NodeName, filepath.Join(o.StateDir, "simulated"))
-	if err != nil {
-		return nil, err
-	}
-	inv, err := nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot(), MigModeChangeWithoutReset: true})
-	if err != nil {
-		return nil, fmt.Errorf("discover simulated GPUs: %w", err)
 	}
 	smi, err := installStub(o.NvidiaSmiStub, filepath.Join(sim.Dir, "bin", "nvidia-smi"))
 	if err != nil {

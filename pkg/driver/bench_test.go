@@ -48,7 +48,12 @@ func BenchmarkPrepareUnprepare(b *testing.B) {
 	quietLogs(b)
 	n := newNode(b, "h100x8")
 	n.fastStatusAPI()
-	claim := n.claim("bench", []string{"gpu-0"})
+	benchCycles(b, n, n.claim("bench", []string{"gpu-0"}))
+}
+
+// benchCycles runs b.N prepare+unprepare cycles of one claim and reports
+// latency percentiles.
+func benchCycles(b *testing.B, n *node, claim *resourceapi.ResourceClaim) {
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
@@ -136,18 +141,5 @@ func BenchmarkMigPrepareUnprepare(b *testing.B) {
 	quietLogs(b)
 	n := newMigNode(b, "h100x8")
 	n.fastStatusAPI()
-	claim := n.claim("bench-mig", []string{"gpu-0-mig-1g10gb-0"})
-	ctx := context.Background()
-	lat := make([]time.Duration, 0, b.N)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		start := time.Now()
-		if err := n.cycle(ctx, claim); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(start))
-	}
-	b.StopTimer()
-	reportPercentiles(b, lat)
+	benchCycles(b, n, n.claim("bench-mig", []string{"gpu-0-mig-1g10gb-0"}))
 }

@@ -8,17 +8,11 @@ import (
 
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
 
 func TestLostGPUIsReportedAndRecovers(t *testing.T) {
-	p, _ := simulate.ParseProfile("h100x2")
-	sim, err := simulate.New(p, "n1", filepath.Join(t.TempDir(), "sim"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot()})
+	sim, inv, err := simulate.Discover("h100x2", "n1", filepath.Join(t.TempDir(), "sim"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
 // Simulator is a simulated node: an nvml.Interface plus the files that real
@@ -221,4 +222,22 @@ func (s *Simulator) TimeSlice(uuid string) string {
 		return string(configapi.DefaultTimeSlice)
 	}
 	return string(data)
+}
+
+// Discover builds a simulated node from a profile name and discovers it as
+// the plugin does; simulated GPUs switch MIG mode without a reset.
+func Discover(profile, nodeName, dir string) (*Simulator, *nvdev.Inventory, error) {
+	p, err := ParseProfile(profile)
+	if err != nil {
+		return nil, nil, err
+	}
+	sim, err := New(p, nodeName, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	inv, err := nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot(), MigModeChangeWithoutReset: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("discover simulated GPUs: %w", err)
+	}
+	return sim, inv, nil
 }

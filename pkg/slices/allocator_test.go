@@ -16,15 +16,7 @@ const driverName = "gpu.nvidia.com"
 
 func simulatedInventory(t *testing.T, profile string) *nvdev.Inventory {
 	t.Helper()
-	p, err := simulate.ParseProfile(profile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := simulate.New(p, "n1", filepath.Join(t.TempDir(), "sim"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot(), MigModeChangeWithoutReset: true})
+	_, inv, err := simulate.Discover(profile, "n1", filepath.Join(t.TempDir(), "sim"))
 	if err != nil {
 		t.Fatal(err)
 	}
