@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
@@ -53,10 +54,11 @@ type Config struct {
 
 // Driver is a running kubelet plugin.
 type Driver struct {
-	cfg    Config
-	helper *kubeletplugin.Helper
-	state  *prepare.State
-	health *health.Monitor
+	cfg       Config
+	resources resourceslice.DriverResources // what was published
+	helper    *kubeletplugin.Helper
+	state     *prepare.State
+	health    *health.Monitor
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -84,7 +86,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
 	}
 	devices, watched := allocatable(cfg.NodeName, cfg.Backend.Inventory, sliceOpts)
-	d := &Driver{cfg: cfg, health: health.New(watched)}
+	d := &Driver{cfg: cfg, resources: resources, health: health.New(watched)}
 	d.state = prepare.New(prepare.Config{
 		DriverName: cfg.DriverName, PoolName: cfg.NodeName, Devices: devices,
 		Store: store, CDI: writer, Status: prepare.NewAsyncStatusWriter(ctx, cfg.Client, cfg.DriverName),
@@ -120,6 +122,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start kubelet plugin: %w", err)
 	}
+	go d.state.SuperviseSharing(ctx, 5*time.Second)
 	if err := d.helper.PublishResources(ctx, resources); err != nil {
 		d.helper.Stop()
 		return nil, fmt.Errorf("publish ResourceSlices: %w", err)

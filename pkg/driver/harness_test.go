@@ -67,6 +67,12 @@ func newNodeWith(t testing.TB, profile string, dynamicMIG bool) *node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
+	return newNodeAt(t, root, profile, dynamicMIG)
+}
+
+// newNodeAt starts a node on an existing root (e.g. with simulated state).
+func newNodeAt(t testing.TB, root, profile string, dynamicMIG bool) *node {
+	t.Helper()
 	n := &node{t: t, root: root, dynamicMIG: dynamicMIG, client: fakeapi.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}})}
 	n.start(profile)
 	t.Cleanup(n.stop)

@@ -12,14 +12,21 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
 
 var fourMig = []string{"gpu-0-mig-3g40gb-4", "gpu-0-mig-2g20gb-0", "gpu-0-mig-1g10gb-2", "gpu-0-mig-1g10gb-3"}
 
 func (n *node) parent() (uuid string, instances func() int, migMode func() int) {
+	return n.parentOf(0)
+}
+
+func (n *node) parentOf(i int) (uuid string, instances func() int, migMode func() int) {
 	sim := n.driver.cfg.Backend.Simulator
-	g := n.driver.cfg.Backend.Inventory.GPUs[0]
+	g := n.driver.cfg.Backend.Inventory.GPUs[i]
 	return g.UUID, func() int { return sim.MigInstanceCount(g.UUID) }, func() int {
 		m, _, _ := g.Device.GetMigMode()
 		return m
@@ -119,4 +126,69 @@ func TestMigConfigKinds(t *testing.T) {
 	if instances() != 1 {
 		t.Fatalf("the failed claim left MIG instances behind: %d", instances())
 	}
+}
+
+// TestStaticMig: a GPU an admin partitioned is published as its MIG devices
+// (with UUIDs, without the parent) and its layout is left alone.
+func TestStaticMig(t *testing.T) {
+	root, err := os.MkdirTemp("", "gdra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	// The admin's layout, made through NVML before the plugin starts.
+	_, inv, err := simulate.Discover("a100-80gbx2", testNode, filepath.Join(root, "state", "simulated"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := inv.GPUs[1]
+	for _, p := range []struct {
+		name  string
+		start uint32
+	}{{"3g.40gb", 0}, {"3g.40gb", 4}} {
+		prof := profileByName(t, g.MigProfiles, p.name)
+		if _, err := mig.Create(g.Device, mig.Placement{Profile: prof, Start: p.start, Size: 4}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	n := newNodeAt(t, root, "a100-80gbx2", true)
+	res := n.driver.resources
+	var names []string
+	for _, s := range res.Pools[testNode].Slices {
+		for _, d := range s.Devices {
+			names = append(names, d.Name)
+			if strings.HasPrefix(d.Name, "gpu-1") && d.Attributes["uuid"].StringValue == nil {
+				t.Errorf("static MIG device %s has no uuid", d.Name)
+			}
+		}
+	}
+	if slices.Contains(names, "gpu-1") || !slices.Contains(names, "gpu-1-mig-3g40gb-0") || !slices.Contains(names, "gpu-1-mig-3g40gb-4") || !slices.Contains(names, "gpu-0") {
+		t.Fatalf("published %v", names)
+	}
+	if slices.Contains(names, "gpu-1-mig-1g10gb-0") {
+		t.Fatal("a statically partitioned GPU is offered for dynamic MIG too")
+	}
+	_, instances, _ := n.parentOf(1)
+	claim := n.claim("static", []string{"gpu-1-mig-3g40gb-4"})
+	ids := n.mustPrepare(claim)
+	rec, _ := n.driver.state.Store.Get(claim.UID)
+	if !strings.HasPrefix(rec.Devices[0].UUID, "MIG-") || len(ids) != 1 {
+		t.Fatalf("static MIG prepare: %+v", rec.Devices[0])
+	}
+	n.unprepare(claim)
+	if instances() != 2 {
+		t.Fatalf("unprepare changed the admin's layout: %d instances", instances())
+	}
+}
+
+func profileByName(t *testing.T, profiles []nvdev.MigProfile, name string) nvdev.MigProfile {
+	t.Helper()
+	for _, p := range profiles {
+		if p.Name == name {
+			return p
+		}
+	}
+	t.Fatalf("no profile %s", name)
+	return nvdev.MigProfile{}
 }

@@ -5,7 +5,9 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -175,5 +177,27 @@ func TestSharingValidationPerClaim(t *testing.T) {
 	mps := n.claim("no-mps", []string{"gpu-0"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"MPS"}}`)
 	if e := n.prepare(mps)["uid-no-mps"].GetError(); !strings.Contains(e, "MPS is not enabled on node n1") || !strings.Contains(e, "--sharing-strategies") {
 		t.Errorf("MPS on a node without it: %q", e)
+	}
+}
+
+func TestDeadMPSDaemonIsRestarted(t *testing.T) {
+	n := newNode(t, "h100x1")
+	go n.driver.state.SuperviseSharing(context.Background(), 20*time.Millisecond)
+	claim := n.claim("mps", []string{"gpu-0"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"MPS"}}`)
+	n.mustPrepare(claim)
+	m, d := n.mps(n.driver.cfg.Backend.Inventory.GPUs[0].UUID)
+	pid, _ := m.PID(d)
+	// Kill it as a container teardown would.
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a new MPS daemon", func() bool {
+		again, ok := m.PID(d)
+		return ok && again != pid
+	})
+	n.unprepare(claim)
+	time.Sleep(100 * time.Millisecond) // a supervisor pass after unprepare must not revive it
+	if _, ok := m.PID(d); ok {
+		t.Fatal("daemon runs after its claim was unprepared")
 	}
 }

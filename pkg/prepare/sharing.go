@@ -1,11 +1,14 @@
 package prepare
 
 import (
+	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
@@ -165,4 +168,45 @@ func (s *State) stillShared(claim types.UID, rec *checkpoint.SharingRecord) bool
 		}
 	}
 	return false
+}
+
+// SuperviseSharing restarts MPS daemons of prepared claims that died, for
+// example with an earlier plugin container during a rolling update, until
+// ctx ends.
+func (s *State) SuperviseSharing(ctx context.Context, every time.Duration) {
+	if s.Sharing == nil {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, rec := range s.Store.List() {
+			if rec.State != checkpoint.PrepareCompleted {
+				continue
+			}
+			for _, d := range rec.Devices {
+				if d.Sharing == nil || configapi.SharingStrategy(d.Sharing.Strategy) != configapi.MpsStrategy {
+					continue
+				}
+				dev, ok := s.Devices[d.Device]
+				if !ok {
+					continue
+				}
+				// The lock prepare and unprepare hold; the claim may have
+				// been unprepared since the list was taken.
+				unlock := s.deviceLocks.Lock(dev.lockKey())
+				if _, still := s.Store.Get(rec.UID); still {
+					if _, err := s.applySharing(d.Sharing); err != nil {
+						klog.FromContext(ctx).Error(err, "Restarting MPS daemon", "device", d.Device)
+					}
+				}
+				unlock()
+			}
+		}
+	}
 }

@@ -69,6 +69,12 @@ func (m *MPS) PID(d *Daemon) (int, bool) {
 	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(stat), ") Z ") {
 		return 0, false
 	}
+	// The pid file may come from another PID namespace (an earlier plugin
+	// container): only a process that runs with this daemon's directory in
+	// its environment is this daemon.
+	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err != nil || !strings.Contains(string(env), d.Dir) {
+		return 0, false
+	}
 	return pid, true
 }
 

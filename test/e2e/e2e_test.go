@@ -161,6 +161,10 @@ func testSelectors(t *testing.T) {
 	if model, _, _ := gpuOf(t, "big-memory", ""); !strings.Contains(model, "80GB") {
 		t.Fatalf("memory >= 64Gi selected %s", model)
 	}
+	// Its claim asks for MPS with limits: the container gets the daemon's pipe and them.
+	if logs := kubectl(t, "logs", "-n", ns, "big-memory"); !strings.Contains(logs, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50") || !strings.Contains(logs, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=40960M") || !strings.Contains(logs, "CUDA_MPS_PIPE_DIRECTORY=") {
+		t.Fatalf("MPS client limits missing:\n%s", logs)
+	}
 	applyYAML(t, `
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
@@ -236,11 +240,15 @@ spec:
 	deletePods(t, "bad-config")
 }
 
-// testPluginRestart deletes the plugin pod: running pods keep their GPUs,
-// and a claim prepared by the old pod is unprepared by the new one.
+// testPluginRestart rolls the DaemonSet (the new plugin pod starts before
+// the old one stops, handing the socket over) and then deletes the plugin
+// pod outright: running pods keep their GPUs, and a claim prepared by an
+// old pod is unprepared by the new one.
 func testPluginRestart(t *testing.T) {
 	ctx := context.Background()
 	_, before, _ := gpuOf(t, "h100-a", "")
+	kubectl(t, "rollout", "restart", "daemonset", "-n", driverNS)
+	kubectl(t, "rollout", "status", "daemonset", "-n", driverNS, "--timeout=120s")
 	kubectl(t, "delete", "pod", "-n", driverNS, "-l", "app.kubernetes.io/name=gpu-dra-driver", "--wait=true")
 	waitFor(t, "a new plugin pod", 90*time.Second, func() (bool, string) {
 		pods, err := client.CoreV1().Pods(driverNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpu-dra-driver"})
