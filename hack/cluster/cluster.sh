@@ -127,6 +127,12 @@ up() {
   if running kubelet && kubectl get --raw /readyz >/dev/null 2>&1; then
     say "cluster already running; kubeconfig: $KUBECONFIG_PATH"; return 0
   fi
+  if [ -d "$CLUSTER/etcd-data" ] || [ -d "$KUBELET_DIR" ]; then
+    # Left over from a cluster that was not taken down (a killed session,
+    # a reboot): clean it so this start is a fresh one.
+    say "cleaning up after a cluster that was not taken down"
+    down >/dev/null
+  fi
   mkdir -p "$LOGS" "$PIDS"; local t0; t0=$(now)
   gen_pki; write_configs
   running etcd || start_bg etcd etcd --name local --data-dir "$CLUSTER/etcd-data" \

@@ -102,12 +102,15 @@ func Destroy(dev nvml.Device, giID, ciID int) error {
 // can again be used whole. It is only called on GPUs whose MIG mode changes
 // without a reset.
 func DisableIfEmpty(dev nvml.Device, profiles []nvdev.MigProfile) error {
-	existing, err := nvdev.ExistingMigDevices(dev, profiles)
-	if err != nil {
-		return err
-	}
-	if len(existing) > 0 {
-		return nil
+	for _, p := range profiles {
+		info := p.Info
+		gis, ret := dev.GetGpuInstances(&info)
+		if ret != nvml.SUCCESS {
+			return fmt.Errorf("list %s GPU instances: %s", p.Name, nvml.ErrorString(ret))
+		}
+		if len(gis) > 0 {
+			return nil
+		}
 	}
 	return ensureMigMode(dev, nvml.DEVICE_MIG_DISABLE)
 }
