@@ -113,10 +113,7 @@ func (m *migSim) newGI(dev *server.Device, profileID uint32, placement nvml.GpuI
 	gi.CreateComputeInstanceFunc = func(info *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, nvml.Return) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		gi.RLock()
-		busy := len(gi.ComputeInstances) > 0
-		gi.RUnlock()
-		if busy {
+		if hasComputeInstances(gi) {
 			// One compute instance spanning the whole GPU instance is all
 			// this driver creates; a second one cannot fit.
 			return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
@@ -139,10 +136,7 @@ func (m *migSim) newGI(dev *server.Device, profileID uint32, placement nvml.GpuI
 	gi.DestroyFunc = func() nvml.Return {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		gi.RLock()
-		busy := len(gi.ComputeInstances) > 0
-		gi.RUnlock()
-		if busy {
+		if hasComputeInstances(gi) {
 			return nvml.ERROR_IN_USE
 		}
 		dev.Lock()
@@ -240,6 +234,12 @@ func migHandle(parent *server.Device, gi *server.GpuInstance, ci *server.Compute
 			return nvml.Memory{Total: info.MemorySizeMB << 20}, nvml.SUCCESS
 		},
 	}
+}
+
+func hasComputeInstances(gi *server.GpuInstance) bool {
+	gi.RLock()
+	defer gi.RUnlock()
+	return len(gi.ComputeInstances) > 0
 }
 
 // findByID looks an instance up by its NVML ID.
