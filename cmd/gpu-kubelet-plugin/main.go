@@ -90,6 +90,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.backend.SimulateProfile, "simulate", os.Getenv("SIMULATE_PROFILE"), "Simulate GPUs instead of using NVML, e.g. h100x8, a100-40gbx8, a100-80gbx4, h200x8 (env SIMULATE_PROFILE).")
 	f.StringVar(&o.backend.NvidiaSmiStub, "nvidia-smi-stub", "", "nvidia-smi stand-in exposed to simulated containers; default nvidia-smi-sim next to this binary.")
 	f.StringVar(&o.backend.DriverRoot, "driver-root", "/", "Root of the NVIDIA driver installation on the host, e.g. /run/nvidia/driver.")
+	f.StringVar(&o.backend.HostDriverRoot, "host-driver-root", "", "--driver-root as the host sees it, when the plugin runs in a container with the driver mounted elsewhere; CDI specs use host paths. Defaults to --driver-root.")
 	f.StringVar(&o.backend.NVMLLibrary, "nvml-library", "", "Explicit path of libnvidia-ml.so.1; searched under --driver-root when empty.")
 	f.StringVar(&o.backend.HookPath, "nvidia-cdi-hook-path", "", "Host path of nvidia-cdi-hook for CDI hooks.")
 	f.StringVar(&o.backend.SysfsRoot, "sysfs-root", "/sys", "Where to read PCIe topology from.")

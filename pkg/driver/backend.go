@@ -38,10 +38,12 @@ type BackendOptions struct {
 	// simulated containers; empty to search next to the executable.
 	NvidiaSmiStub string
 
-	DriverRoot  string
-	NVMLLibrary string
-	HookPath    string
-	SysfsRoot   string
+	DriverRoot string
+	// HostDriverRoot is DriverRoot as the host sees it (for CDI specs).
+	HostDriverRoot string
+	NVMLLibrary    string
+	HookPath       string
+	SysfsRoot      string
 }
 
 // OpenBackend discovers the node's devices.
@@ -57,7 +59,7 @@ func OpenBackend(o BackendOptions) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discover GPUs: %w", err)
 	}
-	edits, err := cdi.NewNvcdiEdits(lib, cdi.NvcdiOptions{DriverRoot: o.DriverRoot, DevRoot: o.DriverRoot, HookPath: o.HookPath})
+	edits, err := cdi.NewNvcdiEdits(lib, cdi.NvcdiOptions{DriverRoot: o.DriverRoot, DevRoot: o.DriverRoot, HostDriverRoot: o.HostDriverRoot, HookPath: o.HookPath})
 	if err != nil {
 		return nil, err
 	}
