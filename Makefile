@@ -19,9 +19,13 @@ build: ## Build the plugin, the gpudra CLI and the static nvidia-smi stand-in in
 test: ## Run all unit and plugin tests (no GPU, no cluster needed)
 	$(GO) test -count=1 ./...
 
-lint: ## gofmt and go vet
+STATICCHECK_VERSION ?= v0.8.2
+
+lint: ## gofmt, go vet and staticcheck (e2e code included)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./test/e2e/
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 bench: ## Prepare/unprepare benchmarks over the kubelet socket
 	$(GO) test -run '^$$' -bench PrepareUnprepare -benchtime 2s -count 5 ./pkg/driver/

@@ -114,7 +114,7 @@ func (w *Writer) Write(claimUID types.UID, devices []Device, record any) ([]stri
 		spec.Devices = append(spec.Devices, cdispec.Device{Name: string(claimUID) + "-" + d.Name, ContainerEdits: edits})
 		ids = append(ids, w.DeviceID(claimUID, d.Name))
 	}
-	if spec.Version, err = cdiapi.MinimumRequiredVersion(spec); err != nil {
+	if spec.Version, err = cdispec.MinimumRequiredVersion(spec); err != nil {
 		return nil, fmt.Errorf("CDI spec version: %w", err)
 	}
 	if err := w.cache.WriteSpec(spec, w.specName(claimUID)); err != nil {

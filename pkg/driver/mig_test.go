@@ -84,7 +84,6 @@ func TestMigPrepareCreatesAndUnprepareDestroys(t *testing.T) {
 
 func TestMigSurvivesRestartAndOrphansAreDestroyed(t *testing.T) {
 	n := newMigNode(t, "h100x1")
-	_, instances, _ := n.parent()
 	kept := n.claim("kept", []string{"gpu-0-mig-1g10gb-0"})
 	lost := n.claim("lost", []string{"gpu-0-mig-2g20gb-2"})
 	keptIDs := n.mustPrepare(kept)
@@ -95,7 +94,7 @@ func TestMigSurvivesRestartAndOrphansAreDestroyed(t *testing.T) {
 	os.Remove(filepath.Join(n.dir("state"), "checkpoint", "uid-lost.json"))
 	os.Remove(n.specPath(lost))
 	n.start("h100x1")
-	_, instances, _ = n.parent()
+	_, instances, _ := n.parent()
 	if got := instances(); got != 1 {
 		t.Fatalf("after restart %d instances, want only the checkpointed one", got)
 	}
