@@ -99,7 +99,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("recover prepared claims: %w", err)
 	}
 	logger.Info("Recovered prepared claims", "kept", report.Kept, "rolledBack", report.RolledBack, "stale", report.Stale, "rebuilt", report.Rebuilt, "orphanSpecs", report.OrphanSpecs, "unownedMigDestroyed", report.UnownedMig)
-	cfg.Metrics.PreparedDevices.Set(float64(d.state.PreparedDeviceCount()))
+	cfg.Metrics.ObservePreparedDevices(d.state.PreparedDeviceCount)
 
 	for _, dir := range []string{cfg.PluginDir, cfg.RegistrarDir} {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -167,7 +167,6 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		}
 		out[claim.UID] = kubeletplugin.PrepareResult{Devices: devices, Err: err}
 	}
-	d.cfg.Metrics.PreparedDevices.Set(float64(d.state.PreparedDeviceCount()))
 	return out, nil
 }
 
@@ -183,7 +182,6 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		}
 		out[claim.UID] = err
 	}
-	d.cfg.Metrics.PreparedDevices.Set(float64(d.state.PreparedDeviceCount()))
 	return out, nil
 }
 

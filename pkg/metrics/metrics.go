@@ -20,7 +20,6 @@ type Metrics struct {
 	PrepareDuration   prometheus.Histogram
 	UnprepareDuration prometheus.Histogram
 	Errors            *prometheus.CounterVec
-	PreparedDevices   prometheus.Gauge
 }
 
 // New registers the collectors.
@@ -35,15 +34,20 @@ func New() *Metrics {
 			Name: "gpu_dra_unprepare_duration_seconds", Help: "Time to unprepare one ResourceClaim.", Buckets: buckets,
 		}),
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gpu_dra_errors_total", Help: "Failed operations by operation (prepare, unprepare, publish).",
+			Name: "gpu_dra_errors_total", Help: "Failed operations by operation (prepare, unprepare, background).",
 		}, []string{"operation"}),
-		PreparedDevices: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "gpu_dra_prepared_devices", Help: "Devices currently held by prepared claims on this node.",
-		}),
 	}
-	m.Registry.MustRegister(m.PrepareDuration, m.UnprepareDuration, m.Errors, m.PreparedDevices,
+	m.Registry.MustRegister(m.PrepareDuration, m.UnprepareDuration, m.Errors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// ObservePreparedDevices exports the number of devices held by prepared
+// claims, computed when Prometheus scrapes rather than on every prepare.
+func (m *Metrics) ObservePreparedDevices(count func() int) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gpu_dra_prepared_devices", Help: "Devices currently held by prepared claims on this node.",
+	}, func() float64 { return float64(count()) }))
 }
 
 // Serve runs /metrics and /healthz on addr until ctx ends. live reports

@@ -1,7 +1,7 @@
 package prepare
 
 import (
-	"sort"
+	"slices"
 	"sync"
 )
 
@@ -19,16 +19,12 @@ type keyedLock struct {
 
 func newKeyedLocks() *keyedLocks { return &keyedLocks{locks: map[string]*keyedLock{}} }
 
-// Lock locks every key, in sorted order to rule out deadlocks between
+// Lock locks every key once, in sorted order to rule out deadlocks between
 // claims that share devices, and returns the unlock function.
 func (k *keyedLocks) Lock(keys ...string) func() {
-	keys = append([]string(nil), keys...)
-	sort.Strings(keys)
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
 	held := make([]*keyedLock, 0, len(keys))
-	for i, key := range keys {
-		if i > 0 && keys[i-1] == key {
-			continue
-		}
+	for _, key := range keys {
 		k.mu.Lock()
 		l := k.locks[key]
 		if l == nil {
@@ -45,24 +41,11 @@ func (k *keyedLocks) Lock(keys ...string) func() {
 			held[i].Unlock()
 		}
 		k.mu.Lock()
-		for _, key := range dedup(keys) {
-			if l := k.locks[key]; l != nil {
-				l.users--
-				if l.users == 0 {
-					delete(k.locks, key)
-				}
+		for i, key := range keys {
+			if held[i].users--; held[i].users == 0 {
+				delete(k.locks, key)
 			}
 		}
 		k.mu.Unlock()
 	}
-}
-
-func dedup(sorted []string) []string {
-	out := sorted[:0:0]
-	for i, s := range sorted {
-		if i == 0 || sorted[i-1] != s {
-			out = append(out, s)
-		}
-	}
-	return out
 }

@@ -37,15 +37,6 @@ type ciRec struct {
 // (which makes ext4 flush data, tripling the cost of a MIG operation).
 func (s *Simulator) migStateDir() string { return filepath.Join(s.Dir, "mig-state") }
 
-// MigStateFile is the newest persisted MIG state file, "" when none.
-func (s *Simulator) MigStateFile() string {
-	files, seq := migStateFiles(s.migStateDir())
-	if len(files) == 0 {
-		return ""
-	}
-	return files[seq]
-}
-
 // migStateFiles lists the generation files by number and returns the newest.
 func migStateFiles(dir string) (map[int]string, int) {
 	entries, _ := os.ReadDir(dir)
