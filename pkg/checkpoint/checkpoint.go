@@ -89,10 +89,12 @@ type PreparedClaim struct {
 	Devices   []PreparedDevice `json:"devices,omitempty"`
 }
 
+// file is the on-disk form; the checksum covers the claim's bytes exactly
+// as written.
 type file struct {
-	Version  string        `json:"version"`
-	Checksum uint32        `json:"checksum"`
-	Claim    PreparedClaim `json:"claim"`
+	Version  string          `json:"version"`
+	Checksum uint32          `json:"checksum"`
+	Claim    json.RawMessage `json:"claim"`
 }
 
 // Store is the set of claim records in one directory.
@@ -159,14 +161,14 @@ func readFile(path string) (PreparedClaim, error) {
 	if f.Version != Version {
 		return PreparedClaim{}, fmt.Errorf("%s: unsupported version %q", path, f.Version)
 	}
-	payload, err := json.Marshal(f.Claim)
-	if err != nil {
-		return PreparedClaim{}, err
-	}
-	if crc32.ChecksumIEEE(payload) != f.Checksum {
+	if crc32.ChecksumIEEE(f.Claim) != f.Checksum {
 		return PreparedClaim{}, fmt.Errorf("%s: checksum mismatch", path)
 	}
-	return f.Claim, nil
+	var c PreparedClaim
+	if err := json.Unmarshal(f.Claim, &c); err != nil {
+		return PreparedClaim{}, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return c, nil
 }
 
 // Get returns the record of a claim.
@@ -203,7 +205,7 @@ func (s *Store) Put(c PreparedClaim) error {
 	if err != nil {
 		return err
 	}
-	data, err := json.Marshal(file{Version: Version, Checksum: crc32.ChecksumIEEE(payload), Claim: c})
+	data, err := json.Marshal(file{Version: Version, Checksum: crc32.ChecksumIEEE(payload), Claim: payload})
 	if err != nil {
 		return err
 	}
