@@ -7,9 +7,9 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ENV CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations"
-RUN CGO_ENABLED=1 go build -trimpath -ldflags "-s -w" -o /out/gpu-kubelet-plugin ./cmd/gpu-kubelet-plugin && \
+RUN CGO_ENABLED=1 go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o /out/gpu-kubelet-plugin ./cmd/gpu-kubelet-plugin && \
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/nvidia-smi-sim ./cmd/nvidia-smi-sim && \
-    CGO_ENABLED=1 go build -trimpath -ldflags "-s -w" -o /out/gpudra ./cmd/gpudra
+    CGO_ENABLED=1 go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o /out/gpudra ./cmd/gpudra
 
 FROM gcr.io/distroless/base-debian12
 COPY --from=build /out/ /usr/bin/

@@ -5,6 +5,10 @@ BIN_DIR ?= bin
 # go-nvml's headers mark some NVML calls deprecated; the warnings are noise.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 export CGO_ENABLED ?= 1
+# grpcnotrace keeps golang.org/x/net/trace (and with it html/template's
+# reflect-driven method calls) out of the binaries. With it in, the linker must
+# keep every exported method of every type: +22 MB binary, +11 MiB idle RSS.
+GO_TAGS ?= grpcnotrace
 
 .PHONY: help build test lint bench demo demo-offline print-slices e2e cluster-up cluster-down image chart-lint clean
 
@@ -12,9 +16,9 @@ help: ## Show targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 build: ## Build the plugin, the gpudra CLI and the static nvidia-smi stand-in into bin/
-	$(GO) build -o $(BIN_DIR)/gpu-kubelet-plugin ./cmd/gpu-kubelet-plugin
-	$(GO) build -o $(BIN_DIR)/gpudra ./cmd/gpudra
-	CGO_ENABLED=0 $(GO) build -o $(BIN_DIR)/nvidia-smi-sim ./cmd/nvidia-smi-sim
+	$(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/gpu-kubelet-plugin ./cmd/gpu-kubelet-plugin
+	$(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/gpudra ./cmd/gpudra
+	CGO_ENABLED=0 $(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/nvidia-smi-sim ./cmd/nvidia-smi-sim
 
 test: ## Run all unit and plugin tests (no GPU, no cluster needed)
 	$(GO) test -count=1 ./...

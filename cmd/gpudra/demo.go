@@ -103,22 +103,35 @@ func runDemo(ctx context.Context, profile, smi string) error {
 		return err
 	}
 	client := fakeapi.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
+	// Watch for the slices while the plugin starts: they are in the API
+	// before Start returns.
+	type publication struct {
+		slices []*resourceapi.ResourceSlice
+		after  time.Duration
+		err    error
+	}
 	start := time.Now()
+	watched := make(chan publication, 1)
+	go func() {
+		s, err := waitForSlices(ctx, client)
+		watched <- publication{s, time.Since(start), err}
+	}()
 	d, err := driver.Start(ctx, driver.Config{DriverName: driverName, NodeName: nodeName, Client: client, Backend: backend,
 		StateDir: dir("state"), CDIDir: dir("cdi"), PluginDir: dir("plugin"), RegistrarDir: dir("registry"), DynamicMIG: true})
 	if err != nil {
 		return err
 	}
 	defer d.Stop()
-	published, err := waitForSlices(ctx, client)
-	if err != nil {
-		return err
+	pub := <-watched
+	if pub.err != nil {
+		return pub.err
 	}
+	published := pub.slices
 	devices := 0
 	for _, s := range published {
 		devices += len(s.Spec.Devices)
 	}
-	step("Plugin serving; %d ResourceSlices with %d devices (%d GPUs, dynamic MIG) published %s after start", len(published), devices, len(backend.Inventory.GPUs), time.Since(start).Round(time.Millisecond))
+	step("Plugin serving; %d ResourceSlices with %d devices (%d GPUs, dynamic MIG) published %s after start", len(published), devices, len(backend.Inventory.GPUs), pub.after.Round(time.Millisecond))
 
 	conn, err := grpc.NewClient("unix://"+filepath.Join(dir("plugin"), "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

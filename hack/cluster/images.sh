@@ -71,7 +71,7 @@ GO
 driver_image() {
   local repo=$1 tag=$2 r=$CACHE/build/driver-rootfs
   rm -rf "$r"; mkdir -p "$r/usr/bin" "$r/tmp"
-  (cd "$repo" && CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go build -trimpath -ldflags "-s -w" -o "$r/usr/bin/gpu-kubelet-plugin" ./cmd/gpu-kubelet-plugin)
+  (cd "$repo" && CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o "$r/usr/bin/gpu-kubelet-plugin" ./cmd/gpu-kubelet-plugin)
   (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$r/usr/bin/nvidia-smi-sim" ./cmd/nvidia-smi-sim)
   local lib
   for lib in $(ldd "$r/usr/bin/gpu-kubelet-plugin" | grep -oE '/[^ ]+'); do

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
@@ -54,11 +53,10 @@ type Config struct {
 
 // Driver is a running kubelet plugin.
 type Driver struct {
-	cfg       Config
-	resources resourceslice.DriverResources // what was published
-	helper    *kubeletplugin.Helper
-	state     *prepare.State
-	health    *health.Monitor
+	cfg    Config
+	helper *kubeletplugin.Helper
+	state  *prepare.State
+	health *health.Monitor
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -86,7 +84,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
 	}
 	devices, watched := allocatable(cfg.NodeName, cfg.Backend.Inventory, sliceOpts)
-	d := &Driver{cfg: cfg, resources: resources, health: health.New(watched)}
+	d := &Driver{cfg: cfg, health: health.New(watched)}
 	d.state = prepare.New(prepare.Config{
 		DriverName: cfg.DriverName, PoolName: cfg.NodeName, Devices: devices,
 		Store: store, CDI: writer, Status: prepare.NewAsyncStatusWriter(ctx, cfg.Client, cfg.DriverName),
@@ -123,6 +121,14 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("start kubelet plugin: %w", err)
 	}
 	go d.state.SuperviseSharing(ctx, 5*time.Second)
+	// After the helper started (so the kubelet can reach us as soon as the
+	// scheduler uses the devices), before the controller's one-second wait.
+	seedStart := time.Now()
+	if n, err := seedSlices(ctx, cfg.Client, cfg.DriverName, cfg.NodeName, resources.Pools[cfg.NodeName]); err != nil {
+		logger.Error(err, "Publishing ResourceSlices ahead of the resourceslice controller failed; it publishes them itself")
+	} else if n > 0 {
+		logger.Info("Published ResourceSlices", "slices", n, "duration", time.Since(seedStart))
+	}
 	if err := d.helper.PublishResources(ctx, resources); err != nil {
 		d.helper.Stop()
 		return nil, fmt.Errorf("publish ResourceSlices: %w", err)

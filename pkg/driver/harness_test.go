@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -231,4 +232,20 @@ func (n *node) writeStartedRecord(c *resourceapi.ResourceClaim) error {
 	rec, _ := store.Get(c.UID)
 	rec.State = checkpoint.PrepareStarted
 	return store.Put(rec)
+}
+
+// publishedSlices waits for the plugin's ResourceSlices in the fake API; the
+// resourceslice controller creates them in the background.
+func (n *node) publishedSlices() []resourceapi.ResourceSlice {
+	n.t.Helper()
+	var list *resourceapi.ResourceSliceList
+	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		list, err = n.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) > 0 && int64(len(list.Items)) == list.Items[0].Spec.Pool.ResourceSliceCount, err
+	})
+	if err != nil {
+		n.t.Fatalf("ResourceSlices not published: %v", err)
+	}
+	return list.Items
 }

@@ -152,10 +152,9 @@ func TestStaticMig(t *testing.T) {
 	}
 
 	n := newNodeAt(t, root, "a100-80gbx2", true)
-	res := n.driver.resources
 	var names []string
-	for _, s := range res.Pools[testNode].Slices {
-		for _, d := range s.Devices {
+	for _, s := range n.publishedSlices() {
+		for _, d := range s.Spec.Devices {
 			names = append(names, d.Name)
 			if strings.HasPrefix(d.Name, "gpu-1") && d.Attributes["uuid"].StringValue == nil {
 				t.Errorf("static MIG device %s has no uuid", d.Name)
