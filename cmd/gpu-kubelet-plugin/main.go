@@ -47,6 +47,15 @@ type options struct {
 }
 
 func main() {
+	// The plugin idles with a small live heap (about 5 MiB, mostly the
+	// published devices, which the resourceslice controller and its informer
+	// each hold). Go's default GOGC=100 lets the heap double before a
+	// collection and keeps those pages; 50 holds idle RSS about 1.5 MiB lower
+	// at no measurable cost to prepare (make bench). GOGC set in the
+	// environment still wins.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(50)
+	}
 	// The simulated MPS control daemon is this binary re-run.
 	sharing.RunStandInIfRequested()
 	if err := newCommand().Execute(); err != nil {

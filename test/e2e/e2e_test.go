@@ -249,6 +249,9 @@ func testPluginRestart(t *testing.T) {
 	_, before, _ := gpuOf(t, "h100-a", "")
 	kubectl(t, "rollout", "restart", "daemonset", "-n", driverNS)
 	kubectl(t, "rollout", "status", "daemonset", "-n", driverNS, "--timeout=120s")
+	// Without slices, the next plugin publishes them ahead of the
+	// resourceslice controller, which must adopt them unchanged.
+	kubectl(t, "delete", "resourceslices", "--field-selector", "spec.driver="+driverName)
 	kubectl(t, "delete", "pod", "-n", driverNS, "-l", "app.kubernetes.io/name=gpu-dra-driver", "--wait=true")
 	waitFor(t, "a new plugin pod", 90*time.Second, func() (bool, string) {
 		pods, err := client.CoreV1().Pods(driverNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpu-dra-driver"})
@@ -258,6 +261,7 @@ func testPluginRestart(t *testing.T) {
 		p := pods.Items[0]
 		return p.Status.Phase == "Running" && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready, string(p.Status.Phase)
 	})
+	checkSeededSlicesAdopted(t)
 	p := pod(t, "h100-a")
 	if p.Status.Phase != "Running" || p.Status.ContainerStatuses[0].RestartCount != 0 {
 		t.Fatalf("h100-a after plugin restart: %s, restarts %d", p.Status.Phase, p.Status.ContainerStatuses[0].RestartCount)
@@ -270,6 +274,37 @@ func testPluginRestart(t *testing.T) {
 	waitFor(t, "the new plugin to unprepare h100-b's claim", 60*time.Second, func() (bool, string) {
 		return len(cdiSpecs()) == specsBefore-1, strings.Join(cdiSpecs(), " ")
 	})
+}
+
+// checkSeededSlicesAdopted waits out the resourceslice controller's first
+// sync (one second after start) and checks that it rewrote no slice.
+func checkSeededSlicesAdopted(t *testing.T) {
+	var slices []resourceapi.ResourceSlice
+	waitFor(t, "the new plugin's slices", 30*time.Second, func() (bool, string) {
+		list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName})
+		if err != nil || len(list.Items) == 0 {
+			return false, "none"
+		}
+		slices = list.Items
+		return int64(len(list.Items)) == list.Items[0].Spec.Pool.ResourceSliceCount, "partial pool"
+	})
+	time.Sleep(3 * time.Second)
+	list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]string{}
+	for _, s := range slices {
+		before[s.Name] = s.ResourceVersion
+	}
+	for _, s := range list.Items {
+		if before[s.Name] != s.ResourceVersion || s.Generation != 1 || s.Spec.Pool.Generation != 1 {
+			t.Errorf("slice %s was rewritten after the plugin published it (resourceVersion %s -> %s, generation %d, pool generation %d)", s.Name, before[s.Name], s.ResourceVersion, s.Generation, s.Spec.Pool.Generation)
+		}
+	}
+	if len(list.Items) != len(slices) {
+		t.Errorf("%d slices after the controller's sync, %d before", len(list.Items), len(slices))
+	}
 }
 
 func migInstances(t *testing.T) int {
