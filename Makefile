@@ -10,7 +10,7 @@ export CGO_ENABLED ?= 1
 # keep every exported method of every type: +22 MB binary, +11 MiB idle RSS.
 GO_TAGS ?= grpcnotrace
 
-.PHONY: help build test lint bench demo demo-offline print-slices e2e cluster-up cluster-down image chart-lint clean
+.PHONY: help build test lint bench bench-startup demo demo-offline print-slices e2e cluster-up cluster-down image chart-lint clean
 
 help: ## Show targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -33,6 +33,9 @@ lint: ## gofmt, go vet and staticcheck (e2e code included)
 
 bench: ## Prepare/unprepare benchmarks over the kubelet socket
 	$(GO) test -run '^$$' -bench PrepareUnprepare -benchtime 2s -count 5 ./pkg/driver/
+
+bench-startup: ## Time to published slices and idle RSS against the local cluster (make cluster-up first)
+	hack/bench-startup.sh h100x8
 
 demo: ## Build, start a local Kubernetes 1.37 cluster, install the chart with simulated GPUs, run demo/specs
 	hack/demo.sh

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -57,6 +58,8 @@ type Driver struct {
 	helper *kubeletplugin.Helper
 	state  *prepare.State
 	health *health.Monitor
+	// calls counts the kubelet's prepare and unprepare calls.
+	calls atomic.Uint64
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -152,6 +155,9 @@ func sharingConfig(cfg Config) *prepare.SharingConfig {
 // Stop stops serving; prepared claims stay prepared.
 func (d *Driver) Stop() { d.helper.Stop() }
 
+// Activity counts the kubelet's prepare and unprepare calls so far.
+func (d *Driver) Activity() uint64 { return d.calls.Load() }
+
 // Live reports whether the plugin is serving.
 func (d *Driver) Live() error {
 	if d.helper == nil {
@@ -162,6 +168,7 @@ func (d *Driver) Live() error {
 
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	d.calls.Add(1)
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, claim := range claims {
 		start := time.Now()
@@ -178,6 +185,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin.
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	d.calls.Add(1)
 	out := make(map[types.UID]error, len(claims))
 	for _, claim := range claims {
 		start := time.Now()

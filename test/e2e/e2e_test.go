@@ -48,15 +48,7 @@ func TestDriver(t *testing.T) {
 }
 
 func testResourceSlices(t *testing.T) {
-	var slices []resourceapi.ResourceSlice
-	waitFor(t, "all slices of the pool", 30*time.Second, func() (bool, string) {
-		list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName})
-		if err != nil || len(list.Items) == 0 {
-			return false, "none"
-		}
-		slices = list.Items
-		return int64(len(list.Items)) == list.Items[0].Spec.Pool.ResourceSliceCount, "partial pool"
-	})
+	slices := completePool(t)
 	gpus, migs, counterSets, shareable := 0, 0, 0, 0
 	for _, s := range slices {
 		counterSets += len(s.Spec.SharedCounters)
@@ -276,11 +268,10 @@ func testPluginRestart(t *testing.T) {
 	})
 }
 
-// checkSeededSlicesAdopted waits out the resourceslice controller's first
-// sync (one second after start) and checks that it rewrote no slice.
-func checkSeededSlicesAdopted(t *testing.T) {
+// completePool waits until every slice the driver's pool announces is there.
+func completePool(t *testing.T) []resourceapi.ResourceSlice {
 	var slices []resourceapi.ResourceSlice
-	waitFor(t, "the new plugin's slices", 30*time.Second, func() (bool, string) {
+	waitFor(t, "all slices of the pool", 30*time.Second, func() (bool, string) {
 		list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName})
 		if err != nil || len(list.Items) == 0 {
 			return false, "none"
@@ -288,6 +279,13 @@ func checkSeededSlicesAdopted(t *testing.T) {
 		slices = list.Items
 		return int64(len(list.Items)) == list.Items[0].Spec.Pool.ResourceSliceCount, "partial pool"
 	})
+	return slices
+}
+
+// checkSeededSlicesAdopted waits out the resourceslice controller's first
+// sync (one second after start) and checks that it rewrote no slice.
+func checkSeededSlicesAdopted(t *testing.T) {
+	slices := completePool(t)
 	time.Sleep(3 * time.Second)
 	list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName})
 	if err != nil {
