@@ -26,6 +26,7 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 const (
@@ -259,7 +260,7 @@ func waitForSlices(ctx context.Context, client *fake.Clientset) ([]*resourceapi.
 			return nil, err
 		}
 		// Complete once every slice the pool announces is there.
-		if len(list.Items) > 0 && int64(len(list.Items)) == list.Items[0].Spec.Pool.ResourceSliceCount {
+		if slices.CompletePool(list.Items) {
 			out := make([]*resourceapi.ResourceSlice, 0, len(list.Items))
 			for i := range list.Items {
 				out = append(out, &list.Items[i])

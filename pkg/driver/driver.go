@@ -127,7 +127,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	// After the helper started (so the kubelet can reach us as soon as the
 	// scheduler uses the devices), before the controller's one-second wait.
 	seedStart := time.Now()
-	if n, err := seedSlices(ctx, cfg.Client, cfg.DriverName, cfg.NodeName, resources.Pools[cfg.NodeName]); err != nil {
+	if n, err := seedSlices(ctx, cfg.Client, cfg.DriverName, cfg.NodeName, resources); err != nil {
 		logger.Error(err, "Publishing ResourceSlices ahead of the resourceslice controller failed; it publishes them itself")
 	} else if n > 0 {
 		logger.Info("Published ResourceSlices", "slices", n, "duration", time.Since(seedStart))

@@ -149,17 +149,7 @@ func TestRestartedPluginKnowsItsClaims(t *testing.T) {
 	claim := n.claim("keep", []string{"gpu-2"})
 	ids := n.mustPrepare(claim)
 	n.restart("h100x8")
-	if again := n.mustPrepare(claim); !slices.Equal(again, ids) {
-		t.Fatalf("after restart prepare returned %v, before %v", again, ids)
-	}
-	// The device is still held across the restart.
-	if r := n.prepare(n.claim("intruder", []string{"gpu-2"}))["uid-intruder"]; r.GetError() == "" {
-		t.Fatal("restarted plugin handed a held GPU to another claim")
-	}
-	n.unprepare(claim)
-	if _, err := os.Stat(n.specPath(claim)); !os.IsNotExist(err) {
-		t.Fatal("CDI spec left after unprepare in restarted plugin")
-	}
+	n.requireStillPrepared(claim, ids, "gpu-2")
 }
 
 func TestRestartUnpreparesDeletedAndReplacedClaims(t *testing.T) {
@@ -211,16 +201,7 @@ func TestCorruptCheckpointIsRecoveredFromCDISpecs(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.start("h100x8")
-	if again := n.mustPrepare(claim); !slices.Equal(again, ids) {
-		t.Fatalf("after recovery prepare returned %v, before %v", again, ids)
-	}
-	if r := n.prepare(n.claim("intruder", []string{"gpu-6"}))["uid-intruder"]; r.GetError() == "" {
-		t.Fatal("recovered plugin forgot that gpu-6 is held")
-	}
-	n.unprepare(claim)
-	if _, err := os.Stat(n.specPath(claim)); !os.IsNotExist(err) {
-		t.Fatal("CDI spec left after unprepare")
-	}
+	n.requireStillPrepared(claim, ids, "gpu-6")
 }
 
 func TestInterruptedPrepareIsRolledBack(t *testing.T) {

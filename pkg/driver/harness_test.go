@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
+	gpuslices "github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 const (
@@ -242,10 +244,27 @@ func (n *node) publishedSlices() []resourceapi.ResourceSlice {
 	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
 		list, err = n.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		return err == nil && len(list.Items) > 0 && int64(len(list.Items)) == list.Items[0].Spec.Pool.ResourceSliceCount, err
+		return err == nil && gpuslices.CompletePool(list.Items), err
 	})
 	if err != nil {
 		n.t.Fatalf("ResourceSlices not published: %v", err)
 	}
 	return list.Items
+}
+
+// requireStillPrepared checks that a plugin which was restarted or
+// recovered still knows claim: re-prepare returns the same CDI IDs, its
+// device is refused to another claim, and unprepare removes its CDI spec.
+func (n *node) requireStillPrepared(claim *resourceapi.ResourceClaim, ids []string, device string) {
+	n.t.Helper()
+	if again := n.mustPrepare(claim); !slices.Equal(again, ids) {
+		n.t.Fatalf("after restart prepare returned %v, before %v", again, ids)
+	}
+	if r := n.prepare(n.claim("intruder", []string{device}))["uid-intruder"]; r.GetError() == "" {
+		n.t.Fatalf("restarted plugin handed %s, held by %s, to another claim", device, claim.Name)
+	}
+	n.unprepare(claim)
+	if _, err := os.Stat(n.specPath(claim)); !os.IsNotExist(err) {
+		n.t.Fatal("CDI spec left after unprepare in restarted plugin")
+	}
 }

@@ -90,7 +90,7 @@ func TestSeededSlicesAdoptedWithoutWrites(t *testing.T) {
 
 	t.Run("seeded slices are adopted as they are", func(t *testing.T) {
 		client := fakeapi.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}})
-		n, err := seedSlices(ctx, client, testDriver, testNode, pool)
+		n, err := seedSlices(ctx, client, testDriver, testNode, resources)
 		if err != nil || n != len(pool.Slices) {
 			t.Fatalf("seeded %d slices (err %v), want %d", n, err, len(pool.Slices))
 		}
@@ -109,11 +109,11 @@ func TestSeededSlicesAdoptedWithoutWrites(t *testing.T) {
 
 	t.Run("existing slices are left to the controller", func(t *testing.T) {
 		client := fakeapi.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}})
-		if _, err := seedSlices(ctx, client, testDriver, testNode, pool); err != nil {
+		if _, err := seedSlices(ctx, client, testDriver, testNode, resources); err != nil {
 			t.Fatal(err)
 		}
 		client.ClearActions()
-		if n, err := seedSlices(ctx, client, testDriver, testNode, pool); err != nil || n != 0 || sliceWrites(client) != 0 {
+		if n, err := seedSlices(ctx, client, testDriver, testNode, resources); err != nil || n != 0 || sliceWrites(client) != 0 {
 			t.Fatalf("second seed created %d slices (err %v)", n, err)
 		}
 	})
@@ -128,7 +128,7 @@ func TestSeededSlicesAdoptedWithoutWrites(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		if _, err := seedSlices(ctx, client, testDriver, testNode, pool); err == nil {
+		if _, err := seedSlices(ctx, client, testDriver, testNode, resources); err == nil {
 			t.Fatal("seed did not report the failed create")
 		}
 		runController(t, client, resources.DeepCopy())

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	driverslices "github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 // TestDriver runs the scenarios in order on one cluster: they share its
@@ -277,7 +279,7 @@ func completePool(t *testing.T) []resourceapi.ResourceSlice {
 			return false, "none"
 		}
 		slices = list.Items
-		return int64(len(list.Items)) == list.Items[0].Spec.Pool.ResourceSliceCount, "partial pool"
+		return driverslices.CompletePool(list.Items), "partial pool"
 	})
 	return slices
 }
