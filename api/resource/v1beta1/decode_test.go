@@ -51,3 +51,34 @@ func TestNormalizeDefaultsInterval(t *testing.T) {
 		t.Fatalf("GpuConfig on a MIG device: %v", err)
 	}
 }
+
+// Decode errors name the field as the user wrote it and say what to write
+// instead; Go type and struct names mean nothing to someone writing YAML.
+func TestDecodeErrorsNameTheField(t *testing.T) {
+	const head = `"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig"`
+	for raw, want := range map[string]string{
+		`{"apiVersion":1,"kind":"GpuConfig"}`:                    `apiVersion: must be a string such as "resource.nvidia.com/v1beta1", got number`,
+		`{` + head + `,"apiVersion":true}`:                       `apiVersion: must be a string such as "resource.nvidia.com/v1beta1", got bool`,
+		`{"apiVersion":"resource.nvidia.com/v1beta1","kind":[]}`: `kind: must be a string such as "GpuConfig", got array`,
+		`[1]`:                            `config: must be a JSON object, got array`,
+		`{` + head + `,"sharing":"MPS"}`: `GpuConfig: sharing: must be an object, got string`,
+		`{` + head + `,"sharing":{"strategy":7}}`:                                                                   `GpuConfig: sharing.strategy: must be a string such as "MPS", got number`,
+		`{` + head + `,"sharing":{"strategy":"MPS","mpsConfig":{"defaultActiveThreadPercentage":1e400}}}`:           `GpuConfig: sharing.mpsConfig.defaultActiveThreadPercentage: must be an integer such as 50, got number 1e400`,
+		`{` + head + `,"sharing":{"strategy":"MPS","mpsConfig":{"defaultActiveThreadPercentage":"50"}}}`:            `sharing.mpsConfig.defaultActiveThreadPercentage: must be an integer such as 50, got string`,
+		`{` + head + `,"sharing":{"strategy":"MPS","mpsConfig":{"defaultPerDevicePinnedMemoryLimit":[]}}}`:          `sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit: must be an object, got array`,
+		`{` + head + `,"sharing":{"strategy":"MPS","mpsConfig":{"defaultPinnedDeviceMemoryLimit":"abc"}}}`:          `GpuConfig: sharing.mpsConfig.defaultPinnedDeviceMemoryLimit: invalid quantity "abc": use a Kubernetes quantity such as 10Gi`,
+		`{` + head + `,"sharing":{"strategy":"MPS","mpsConfig":{"defaultPinnedDeviceMemoryLimit":{}}}}`:             `sharing.mpsConfig.defaultPinnedDeviceMemoryLimit: invalid quantity {}: use a Kubernetes quantity such as 10Gi`,
+		`{` + head + `,"sharing":{"strategy":"MPS","mpsConfig":{"defaultPerDevicePinnedMemoryLimit":{"0":"1Gb"}}}}`: `sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit["0"]: invalid quantity "1Gb": use a Kubernetes quantity such as 10Gi`,
+	} {
+		err := decodeAndValidate(raw)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s:\n error %v\n want it to contain %q", raw, err, want)
+			continue
+		}
+		for _, leak := range []string{"Go struct", "Go value", "of type", "regular expression", "TypeMeta"} {
+			if strings.Contains(err.Error(), leak) {
+				t.Errorf("%s: error %q shows decoder internals (%q)", raw, err, leak)
+			}
+		}
+	}
+}

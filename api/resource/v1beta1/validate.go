@@ -2,6 +2,11 @@ package v1beta1
 
 import (
 	"fmt"
+	"maps"
+	"math"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Normalize fills in defaults. A missing sharing section stays missing:
@@ -91,13 +96,45 @@ func (m *MpsConfig) validate(path string) error {
 	if p := m.DefaultActiveThreadPercentage; p != nil && (*p < 1 || *p > 100) {
 		return fmt.Errorf("%s.defaultActiveThreadPercentage: %d is outside 1-100", path, *p)
 	}
-	if q := m.DefaultPinnedDeviceMemoryLimit; q != nil && q.Sign() <= 0 {
-		return fmt.Errorf("%s.defaultPinnedDeviceMemoryLimit: %s must be positive, e.g. 10Gi", path, q.String())
-	}
-	for key, q := range m.DefaultPerDevicePinnedMemoryLimit {
-		if q.Sign() <= 0 {
-			return fmt.Errorf("%s.defaultPerDevicePinnedMemoryLimit[%q]: %s must be positive, e.g. 10Gi", path, key, q.String())
+	if q := m.DefaultPinnedDeviceMemoryLimit; q != nil {
+		if err := ValidatePinnedMemoryLimit(path+".defaultPinnedDeviceMemoryLimit", *q); err != nil {
+			return err
 		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(m.DefaultPerDevicePinnedMemoryLimit)) {
+		field := fmt.Sprintf("%s.defaultPerDevicePinnedMemoryLimit[%q]", path, key)
+		if key == "" {
+			return fmt.Errorf("%s: empty key; key limits by device index (0, 1, ...) or UUID", field)
+		}
+		if err := ValidatePinnedMemoryLimit(field, m.DefaultPerDevicePinnedMemoryLimit[key]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MinPinnedMemoryLimit is the smallest pinned-memory limit: MPS takes limits
+// in whole MiB, so a smaller one would be applied as 0M, which MPS reads as
+// no limit at all. Such a limit is rejected rather than rounded up to 1Mi:
+// a limit the user did not write would hide the mistake.
+const MinPinnedMemoryLimit = 1 << 20
+
+// maxQuantity is the largest value an int64 holds. Beyond it Value()
+// overflows (10E gives 0), and the parser clamps binary quantities such as
+// 16Ei to it, so a limit at or beyond it no longer means what was written.
+var maxQuantity = resource.NewQuantity(math.MaxInt64, resource.BinarySI)
+
+// ValidatePinnedMemoryLimit checks that a pinned device memory limit is one
+// MPS applies as written: positive, at least 1Mi, and within int64 bytes.
+// It also checks memory a claim consumes, which becomes such a limit.
+func ValidatePinnedMemoryLimit(field string, q resource.Quantity) error {
+	switch {
+	case q.Sign() <= 0:
+		return fmt.Errorf("%s: %s must be positive, e.g. 10Gi", field, q.String())
+	case q.Cmp(*maxQuantity) >= 0:
+		return fmt.Errorf("%s: %s is larger than any GPU's memory; use the memory a client may pin, e.g. 10Gi", field, q.String())
+	case q.Value() < MinPinnedMemoryLimit:
+		return fmt.Errorf("%s: %s is below 1Mi, the smallest limit MPS applies (it counts whole MiB); use e.g. 1Gi", field, q.String())
 	}
 	return nil
 }
