@@ -2,6 +2,8 @@ package prepare
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -85,4 +87,74 @@ func matchesRequest(requests []string, request string) bool {
 		}
 	}
 	return false
+}
+
+// checkConfigs checks what configs say about the claim as a whole, once
+// every device is planned: each request a claim config names exists, and
+// each per-device limit key selects a device. Either mistake would
+// otherwise be ignored silently, and the device run without the setting.
+func checkConfigs(claim *resourceapi.ResourceClaim, configs []opaqueConfig, planned []plannedDevice) error {
+	if err := checkConfigRequests(claim, configs); err != nil {
+		return err
+	}
+	return checkPerDeviceKeys(configs, planned)
+}
+
+// checkConfigRequests reports a request name in a claim config that is no
+// request of the claim ("request" or "request/subrequest"). The scheduler
+// sets the requests of DeviceClass configs itself, so those are not checked.
+func checkConfigRequests(claim *resourceapi.ResourceClaim, configs []opaqueConfig) error {
+	var names []string
+	for _, r := range claim.Spec.Devices.Requests {
+		names = append(names, r.Name)
+		for _, sub := range r.FirstAvailable {
+			names = append(names, r.Name+"/"+sub.Name)
+		}
+	}
+	for _, c := range configs {
+		if c.source == resourceapi.AllocationConfigSourceClass {
+			continue
+		}
+		for j, r := range c.requests {
+			if !slices.Contains(names, r) {
+				known := "it has none"
+				if len(names) > 0 {
+					known = "its requests are " + strings.Join(names, ", ")
+				}
+				return fmt.Errorf("devices.config[%d].requests[%d]: %q is not a request of claim %s/%s; %s", c.index, j, r, claim.Namespace, claim.Name, known)
+			}
+		}
+	}
+	return nil
+}
+
+// checkPerDeviceKeys reports a defaultPerDevicePinnedMemoryLimit key that
+// selects none of the devices its config applies to. A key need only match
+// one of them: a key for device 1 is no error while device 0 is planned.
+func checkPerDeviceKeys(configs []opaqueConfig, planned []plannedDevice) error {
+	for _, c := range configs {
+		sh := c.config.GetSharing()
+		if sh == nil || sh.MpsConfig == nil || len(sh.MpsConfig.DefaultPerDevicePinnedMemoryLimit) == 0 {
+			continue
+		}
+		var valid []string
+		for i, p := range planned {
+			// configFor hands out the config itself, so identity tells
+			// which devices it applies to.
+			if p.config == c.config {
+				valid = append(valid, perDeviceKeys(p.device, i)...)
+			}
+		}
+		if len(valid) == 0 {
+			continue // overridden for every device: none of it applies
+		}
+		slices.Sort(valid)
+		for _, key := range slices.Sorted(maps.Keys(sh.MpsConfig.DefaultPerDevicePinnedMemoryLimit)) {
+			if !slices.Contains(valid, key) {
+				return fmt.Errorf("devices.config[%d] (from %s): %s: sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit[%q]: matches no device this config applies to; keys are a device's index in the claim or its UUID: %s",
+					c.index, describeSource(c.source), c.config.Kind(), key, strings.Join(valid, ", "))
+			}
+		}
+	}
+	return nil
 }

@@ -56,6 +56,12 @@ func (s *State) plan(claim *resourceapi.ResourceClaim) ([]plannedDevice, error) 
 		}
 		planned = append(planned, plannedDevice{device: dev, config: cfg, record: rec})
 	}
+	if len(planned) == 0 {
+		return nil, fmt.Errorf("claim %s/%s has no device allocated by driver %s", claim.Namespace, claim.Name, s.DriverName)
+	}
+	if err := checkConfigs(claim, configs, planned); err != nil {
+		return nil, err
+	}
 	return planned, nil
 }
 

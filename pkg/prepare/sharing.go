@@ -7,6 +7,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -44,29 +45,22 @@ func deviceMemory(dev *AllocatableDevice) int64 {
 // under MPS with its consumed memory as the pinned-memory limit.
 func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r resourceapi.DeviceRequestAllocationResult, index int) (*checkpoint.SharingRecord, error) {
 	sh := cfg.GetSharing()
-	// MPS runs per device: the GPU, or the MIG device (whose UUID a dynamic
-	// MIG device only gets at prepare; prepare fills it in then).
-	target := dev.GPU.UUID
-	switch dev.Kind {
-	case StaticMig:
-		target = dev.StaticUUID
-	case DynamicMig:
-		target = ""
-	}
+	target := mpsTarget(dev)
 	if r.ShareID != nil {
 		if sh != nil && sh.Strategy != configapi.MpsStrategy {
 			return nil, fmt.Errorf("sharing.strategy: %s cannot enforce a memory share; memory-fraction claims run under MPS, so set strategy: MPS or leave sharing out", sh.Strategy)
 		}
-		rec := &checkpoint.SharingRecord{Strategy: string(configapi.MpsStrategy), Target: target}
-		if q, ok := r.ConsumedCapacity[capMemory]; ok {
-			rec.PinnedMemoryBytes = q.Value()
+		if err := s.checkAllowed(configapi.MpsStrategy, true); err != nil {
+			return nil, err
 		}
-		if q, ok := r.ConsumedCapacity[capCompute]; ok && q.Value() > 0 {
-			rec.ActiveThreadPercentage = int(q.Value())
-		} else if sh != nil && sh.MpsConfig != nil && sh.MpsConfig.DefaultActiveThreadPercentage != nil {
+		rec, err := shareLimits(r, dev, target)
+		if err != nil {
+			return nil, err
+		}
+		if rec.ActiveThreadPercentage == 0 && sh != nil && sh.MpsConfig != nil && sh.MpsConfig.DefaultActiveThreadPercentage != nil {
 			rec.ActiveThreadPercentage = *sh.MpsConfig.DefaultActiveThreadPercentage
 		}
-		return rec, s.checkAllowed(configapi.MpsStrategy, true)
+		return rec, nil
 	}
 	if sh == nil {
 		return nil, nil
@@ -85,7 +79,7 @@ func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r r
 			rec.ActiveThreadPercentage = *m.DefaultActiveThreadPercentage
 		}
 		field, limit := "sharing.mpsConfig.defaultPinnedDeviceMemoryLimit", m.DefaultPinnedDeviceMemoryLimit
-		for _, key := range []string{target, strconv.Itoa(index)} {
+		for _, key := range perDeviceKeys(dev, index) {
 			if q, ok := m.DefaultPerDevicePinnedMemoryLimit[key]; ok {
 				field, limit = fmt.Sprintf("sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit[%q]", key), &q
 			}
@@ -99,6 +93,59 @@ func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r r
 		return rec, nil
 	}
 	return nil, fmt.Errorf("sharing.strategy: unknown strategy %q", sh.Strategy)
+}
+
+// mpsTarget is the device an MPS daemon runs for: the GPU, or the MIG
+// device. A dynamic MIG device gets its UUID only at prepare, which fills
+// the target in then.
+func mpsTarget(dev *AllocatableDevice) string {
+	switch dev.Kind {
+	case StaticMig:
+		return dev.StaticUUID
+	case DynamicMig:
+		return ""
+	}
+	return dev.GPU.UUID
+}
+
+// perDeviceKeys are the defaultPerDevicePinnedMemoryLimit keys that select a
+// device: its UUID, when known before prepare, and its index among the
+// claim's devices of this driver. The later key wins.
+func perDeviceKeys(dev *AllocatableDevice, index int) []string {
+	if t := mpsTarget(dev); t != "" {
+		return []string{t, strconv.Itoa(index)}
+	}
+	return []string{strconv.Itoa(index)}
+}
+
+// hundred is the most compute a share can consume, in percent.
+var hundred = resource.MustParse("100")
+
+// shareLimits turns the capacity a memory-fraction share consumes into its
+// MPS client limits. The consumed memory is the share's only memory limit:
+// a missing, non-positive, sub-MiB or overflowing value would mean no limit
+// at all, so each is an error (the scheduler never allocates one).
+func shareLimits(r resourceapi.DeviceRequestAllocationResult, dev *AllocatableDevice, target string) (*checkpoint.SharingRecord, error) {
+	field := fmt.Sprintf("consumedCapacity[%q]", capMemory)
+	mem, ok := r.ConsumedCapacity[capMemory]
+	if !ok {
+		return nil, fmt.Errorf("%s: missing; a memory-fraction share is limited to the memory it consumes, so this allocation is incomplete: reallocate the claim", field)
+	}
+	if err := configapi.ValidatePinnedMemoryLimit(field, mem); err != nil {
+		return nil, err
+	}
+	if mem.Value() > deviceMemory(dev) {
+		return nil, fmt.Errorf("%s: %s exceeds the %s of device %s", field, mem.String(), formatBytes(deviceMemory(dev)), dev.Name)
+	}
+	rec := &checkpoint.SharingRecord{Strategy: string(configapi.MpsStrategy), Target: target, PinnedMemoryBytes: mem.Value()}
+	if q, ok := r.ConsumedCapacity[capCompute]; ok {
+		if q.Sign() < 0 || q.Cmp(hundred) > 0 {
+			return nil, fmt.Errorf("consumedCapacity[%q]: %s is outside 0-100; request computePercentage as a percentage of the GPU, e.g. 40", capCompute, q.String())
+		}
+		// 0 sets no compute limit of the share's own.
+		rec.ActiveThreadPercentage = int(q.Value())
+	}
+	return rec, nil
 }
 
 func (s *State) checkAllowed(strategy configapi.SharingStrategy, fractional bool) error {

@@ -42,5 +42,13 @@ func TimeSliceValue(i configapi.TimeSliceInterval) (int, error) {
 	return 0, fmt.Errorf("unknown time slice interval %q", i)
 }
 
-// MiB renders bytes as MPS expects memory limits.
-func MiB(bytes int64) string { return fmt.Sprintf("%dM", bytes>>20) }
+// MiB renders bytes as MPS expects memory limits: whole MiB, rounded down so
+// a client never gets more than it was allowed. MPS reads 0M as no limit, so
+// a positive limit below 1Mi renders as 1M. Config validation rejects such
+// limits; this only guards values from elsewhere (an old record).
+func MiB(bytes int64) string {
+	if bytes > 0 && bytes < 1<<20 {
+		return "1M"
+	}
+	return fmt.Sprintf("%dM", bytes>>20)
+}
