@@ -8,11 +8,14 @@ package cdi
 import (
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
@@ -23,7 +26,16 @@ const Class = "claim"
 
 // ClaimAnnotation carries the driver's own record of the claim inside the
 // spec, so that a lost checkpoint can be rebuilt from the specs on disk.
-const ClaimAnnotation = "gpu.nvidia.com/prepared-claim"
+// ChecksumAnnotation is the CRC-32 (IEEE) of that record: a damaged record
+// is never trusted.
+const (
+	ClaimAnnotation    = "gpu.nvidia.com/prepared-claim"
+	ChecksumAnnotation = "gpu.nvidia.com/prepared-claim-crc32"
+)
+
+// maxSpecSize caps what is read of a spec. nvcdi specs of a claim with
+// several GPUs are tens of KiB.
+const maxSpecSize = 4 << 20
 
 // Device is what the edits need to know about one device.
 type Device struct {
@@ -101,7 +113,7 @@ func (w *Writer) Write(claimUID types.UID, devices []Device, record any) ([]stri
 		if err != nil {
 			return nil, err
 		}
-		spec.Annotations = map[string]string{ClaimAnnotation: string(data)}
+		spec.Annotations = map[string]string{ClaimAnnotation: string(data), ChecksumAnnotation: checksum(data)}
 	}
 	ids := make([]string, 0, len(devices))
 	for _, d := range devices {
@@ -117,6 +129,9 @@ func (w *Writer) Write(claimUID types.UID, devices []Device, record any) ([]stri
 	if spec.Version, err = cdispec.MinimumRequiredVersion(spec); err != nil {
 		return nil, fmt.Errorf("CDI spec version: %w", err)
 	}
+	if err := w.clearNonRegular(claimUID); err != nil {
+		return nil, fmt.Errorf("write CDI spec: %w", err)
+	}
 	if err := w.cache.WriteSpec(spec, w.specName(claimUID)); err != nil {
 		return nil, fmt.Errorf("write CDI spec: %w", err)
 	}
@@ -125,23 +140,52 @@ func (w *Writer) Write(claimUID types.UID, devices []Device, record any) ([]stri
 
 // Remove deletes the spec of a claim; a missing spec is not an error.
 func (w *Writer) Remove(claimUID types.UID) error {
+	if err := w.clearNonRegular(claimUID); err != nil {
+		return fmt.Errorf("remove CDI spec: %w", err)
+	}
 	if err := w.cache.RemoveSpec(w.specName(claimUID)); err != nil {
 		return fmt.Errorf("remove CDI spec: %w", err)
 	}
 	return nil
 }
 
-// Exists reports whether the spec of a claim is on disk.
-func (w *Writer) Exists(claimUID types.UID) bool {
-	_, err := os.Stat(w.SpecPath(claimUID))
-	return err == nil
+// clearNonRegular removes whatever is not a regular file (a directory, a
+// socket) where a claim's spec belongs: it would fail every write and
+// removal. The path is the driver's own, built from a validated claim UID.
+func (w *Writer) clearNonRegular(claimUID types.UID) error {
+	if st, err := os.Lstat(w.SpecPath(claimUID)); err == nil && !st.Mode().IsRegular() {
+		return os.RemoveAll(w.SpecPath(claimUID))
+	}
+	return nil
+}
+
+// Intact reports whether the spec of a claim is on disk, parses, names
+// this driver's kind, has devices and carries an undamaged record. A spec
+// that fails any of it would keep the claim's containers from starting.
+func (w *Writer) Intact(claimUID types.UID) bool {
+	spec, err := w.read(filepath.Join(w.dir, w.specName(claimUID)))
+	if err != nil || spec.Kind != w.vendor+"/"+Class || len(spec.Devices) == 0 {
+		return false
+	}
+	_, ok := recordOf(spec)
+	return ok
 }
 
 // ClaimSpec is a spec found on disk.
 type ClaimSpec struct {
 	UID types.UID
-	// Record is the ClaimAnnotation value; empty when missing.
+	// Record is the ClaimAnnotation value; empty when missing or damaged.
 	Record string
+}
+
+// Claim decodes the record the spec carries. It is usable only when it
+// decodes, passes checkpoint validation and names the spec's own claim.
+func (c ClaimSpec) Claim() (checkpoint.PreparedClaim, bool) {
+	var rec checkpoint.PreparedClaim
+	if c.Record == "" || json.Unmarshal([]byte(c.Record), &rec) != nil || rec.UID != c.UID || rec.Validate() != nil {
+		return checkpoint.PreparedClaim{}, false
+	}
+	return rec, true
 }
 
 // List returns every claim spec this driver wrote into the directory.
@@ -160,14 +204,37 @@ func (w *Writer) List() ([]ClaimSpec, error) {
 			continue
 		}
 		uid := types.UID(strings.TrimSuffix(strings.TrimPrefix(name, prefix), ".json"))
+		if !checkpoint.ValidToken(string(uid)) {
+			continue // not a name this driver writes
+		}
 		cs := ClaimSpec{UID: uid}
-		if data, err := os.ReadFile(filepath.Join(w.dir, name)); err == nil {
-			var spec cdispec.Spec
-			if json.Unmarshal(data, &spec) == nil {
-				cs.Record = spec.Annotations[ClaimAnnotation]
-			}
+		if spec, err := w.read(filepath.Join(w.dir, name)); err == nil {
+			cs.Record, _ = recordOf(spec)
 		}
 		out = append(out, cs)
 	}
 	return out, nil
 }
+
+func (w *Writer) read(path string) (*cdispec.Spec, error) {
+	data, err := checkpoint.ReadCapped(path, maxSpecSize)
+	if err != nil {
+		return nil, err
+	}
+	var spec cdispec.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return nil, err
+	}
+	return &spec, nil
+}
+
+// recordOf returns the spec's record when its checksum matches.
+func recordOf(spec *cdispec.Spec) (string, bool) {
+	rec, ok := spec.Annotations[ClaimAnnotation]
+	if !ok || rec == "" || spec.Annotations[ChecksumAnnotation] != checksum([]byte(rec)) {
+		return "", false
+	}
+	return rec, true
+}
+
+func checksum(data []byte) string { return fmt.Sprintf("%08x", crc32.ChecksumIEEE(data)) }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,6 +51,8 @@ type PreparedDevice struct {
 	// Shared marks devices that other claims may use at the same time
 	// (admin access), so they are not counted as exclusively held.
 	Shared bool `json:"shared,omitempty"`
+	// AdminAccess devices are monitored, not used: they never conflict.
+	AdminAccess bool `json:"adminAccess,omitempty"`
 	// Mig is set for MIG devices.
 	Mig *MigRecord `json:"mig,omitempty"`
 	// Sharing is set when time-slicing or MPS was applied.
@@ -150,7 +153,7 @@ func Open(dir string) (*Store, Recovered, error) {
 }
 
 func readFile(path string) (PreparedClaim, error) {
-	data, err := os.ReadFile(path)
+	data, err := readCapped(path, MaxFileSize)
 	if err != nil {
 		return PreparedClaim{}, err
 	}
@@ -168,15 +171,50 @@ func readFile(path string) (PreparedClaim, error) {
 	if err := json.Unmarshal(f.Claim, &c); err != nil {
 		return PreparedClaim{}, fmt.Errorf("decode %s: %w", path, err)
 	}
+	if err := c.Validate(); err != nil {
+		return PreparedClaim{}, fmt.Errorf("%s: %w", path, err)
+	}
 	return c, nil
 }
+
+// readCapped reads a regular file of at most limit bytes. Anything else
+// (a directory, a device, a huge file) is an error, never read whole.
+func readCapped(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d a record can be", path, st.Size(), limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s grew past %d bytes while read", path, limit)
+	}
+	return data, nil
+}
+
+// ReadCapped is readCapped for other packages that read the driver's own
+// files back (CDI specs).
+func ReadCapped(path string, limit int64) ([]byte, error) { return readCapped(path, limit) }
 
 // Get returns the record of a claim.
 func (s *Store) Get(uid types.UID) (PreparedClaim, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	c, ok := s.claims[uid]
-	return c, ok
+	return c.DeepCopy(), ok
 }
 
 // List returns all records.
@@ -185,7 +223,7 @@ func (s *Store) List() []PreparedClaim {
 	defer s.mu.RUnlock()
 	out := make([]PreparedClaim, 0, len(s.claims))
 	for _, c := range s.claims {
-		out = append(out, c)
+		out = append(out, c.DeepCopy())
 	}
 	return out
 }
@@ -201,6 +239,10 @@ func (s *Store) List() []PreparedClaim {
 // the claim again, which is idempotent, and start-up removes anything
 // unrecorded.
 func (s *Store) Put(c PreparedClaim) error {
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("refusing to record claim %s: %w", c.UID, err)
+	}
+	c = c.DeepCopy() // the caller keeps changing its copy
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return err
@@ -229,6 +271,8 @@ func (s *Store) Delete(uid types.UID) error {
 	return nil
 }
 
+// path is only ever built from a UID that Validate accepted or that came
+// from the kubelet, and a record read back is checked against its name.
 func (s *Store) path(uid types.UID) string {
 	return filepath.Join(s.dir, string(uid)+fileSuffix)
 }

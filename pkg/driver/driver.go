@@ -4,6 +4,7 @@
 package driver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/devicestatus"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
@@ -35,6 +37,7 @@ type Config struct {
 	DriverName   string
 	NodeName     string
 	Client       kubernetes.Interface
+	StatusClient kubernetes.Interface // device-status writes, own rate limiter; Client when nil
 	Backend      *Backend
 	StateDir     string // checkpoint and simulator files
 	CDIDir       string
@@ -70,7 +73,24 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New()
 	}
-	store, rec, err := checkpoint.Open(filepath.Join(cfg.StateDir, "checkpoint"))
+	// Another instance of the plugin may still serve this node (rolling
+	// update): wait for its in-flight calls, then own the state.
+	checkpointDir := filepath.Join(cfg.StateDir, "checkpoint")
+	fence, err := checkpoint.NewFence(checkpointDir, instanceToken(cfg.RollingUpdateUID))
+	if err != nil {
+		return nil, err
+	}
+	releaseFence, err := fence.TakeOver()
+	if err != nil {
+		return nil, err
+	}
+	recovered := false
+	defer func() {
+		if !recovered {
+			releaseFence()
+		}
+	}()
+	store, rec, err := checkpoint.Open(checkpointDir)
 	if err != nil {
 		return nil, err
 	}
@@ -90,16 +110,23 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	d := &Driver{cfg: cfg, health: health.New(watched)}
 	d.state = prepare.New(prepare.Config{
 		DriverName: cfg.DriverName, PoolName: cfg.NodeName, Devices: devices,
-		Store: store, CDI: writer, Status: prepare.NewAsyncStatusWriter(ctx, cfg.Client, cfg.DriverName),
-		Sharing: sharingConfig(cfg),
+		Store: store, CDI: writer, Status: devicestatus.New(ctx, cmp.Or(cfg.StatusClient, cfg.Client), cfg.DriverName, devicestatus.Options{Records: store}),
+		Sharing: sharingConfig(cfg), Fence: fence,
 	})
-	report, err := d.state.Recover(ctx, func(ctx context.Context, ns, name string) (*resourceapi.ResourceClaim, error) {
+	report := d.state.Recover(ctx, func(ctx context.Context, ns, name string) (*resourceapi.ResourceClaim, error) {
 		return cfg.Client.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
 	})
-	if err != nil {
-		return nil, fmt.Errorf("recover prepared claims: %w", err)
+	recovered = true
+	releaseFence()
+	logger.Info("Recovered prepared claims", "kept", report.Kept, "rolledBack", report.RolledBack, "stale", report.Stale, "rebuilt", report.Rebuilt, "orphanSpecs", report.OrphanSpecs, "unownedMigDestroyed", report.UnownedMig, "unownedMPSStopped", report.UnownedMPS, "problems", len(report.Problems))
+	problems := report.Problems
+	for _, f := range rec.MovedAside {
+		problems = append(problems, "moved damaged checkpoint file aside: "+filepath.Base(f))
 	}
-	logger.Info("Recovered prepared claims", "kept", report.Kept, "rolledBack", report.RolledBack, "stale", report.Stale, "rebuilt", report.Rebuilt, "orphanSpecs", report.OrphanSpecs, "unownedMigDestroyed", report.UnownedMig)
+	if len(problems) > 0 {
+		cfg.Metrics.Errors.WithLabelValues("recovery").Add(float64(len(problems)))
+		go reportToNode(ctx, cfg.Client, cfg.NodeName, "PluginStateRecovery", problems)
+	}
 	cfg.Metrics.ObservePreparedDevices(d.state.PreparedDeviceCount)
 
 	for _, dir := range []string{cfg.PluginDir, cfg.RegistrarDir} {

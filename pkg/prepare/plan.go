@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
@@ -65,38 +64,6 @@ func (s *State) plan(claim *resourceapi.ResourceClaim) ([]plannedDevice, error) 
 	return planned, nil
 }
 
-// reserve marks devices as exclusively held by the claim. Kubernetes should
-// never hand one device to two claims, but the driver is the last line of
-// defence against two workloads on one GPU.
-func (s *State) reserve(uid types.UID, planned []plannedDevice) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range planned {
-		if p.record.Shared {
-			continue
-		}
-		if owner, ok := s.inUse[p.device.Name]; ok && owner != uid {
-			return fmt.Errorf("device %s is already prepared for claim %s", p.device.Name, owner)
-		}
-	}
-	for _, p := range planned {
-		if !p.record.Shared {
-			s.inUse[p.device.Name] = uid
-		}
-	}
-	return nil
-}
-
-func (s *State) release(uid types.UID, planned []plannedDevice) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range planned {
-		if s.inUse[p.device.Name] == uid {
-			delete(s.inUse, p.device.Name)
-		}
-	}
-}
-
 // newRecord is the checkpoint entry of an allocated device before any work.
 func newRecord(r resourceapi.DeviceRequestAllocationResult, dev *AllocatableDevice) checkpoint.PreparedDevice {
 	rec := checkpoint.PreparedDevice{
@@ -107,6 +74,7 @@ func newRecord(r resourceapi.DeviceRequestAllocationResult, dev *AllocatableDevi
 		UUID:        dev.GPU.UUID,
 		ProductName: dev.GPU.ProductName,
 		Shared:      (r.AdminAccess != nil && *r.AdminAccess) || r.ShareID != nil,
+		AdminAccess: r.AdminAccess != nil && *r.AdminAccess,
 	}
 	switch dev.Kind {
 	case StaticMig:

@@ -2,13 +2,13 @@ package prepare
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
@@ -19,7 +19,15 @@ type ClaimGetter func(ctx context.Context, namespace, name string) (*resourceapi
 
 // RecoveryReport says what Recover did.
 type RecoveryReport struct {
-	Kept, RolledBack, Stale, Rebuilt, OrphanSpecs, UnownedMig int
+	Kept, RolledBack, Stale, Rebuilt, OrphanSpecs, UnownedMig, UnownedMPS int
+	// Problems lists what Recover could not make sense of or could not
+	// undo. None of them stops the plugin: it serves every other claim.
+	Problems []string
+}
+
+func (r *RecoveryReport) problem(logger klog.Logger, err error, msg string, kv ...any) {
+	logger.Error(err, msg, kv...)
+	r.Problems = append(r.Problems, fmt.Sprintf("%s: %v", msg, err))
 }
 
 // Recover reconciles the node with the checkpoint before the kubelet is
@@ -30,30 +38,35 @@ type RecoveryReport struct {
 //     unprepared now;
 //   - a CDI spec without a record (its checkpoint was lost or moved aside)
 //     is re-adopted from the record the spec carries, then checked like
-//     any other claim; a spec that carries none is removed.
-func (s *State) Recover(ctx context.Context, getClaim ClaimGetter) (RecoveryReport, error) {
+//     any other claim; a spec that carries none is removed;
+//   - a kept claim's damaged or missing CDI spec is rewritten from its record.
+//
+// Recover never fails: the plugin must not crash-loop on its own state.
+// What it cannot fix is logged and listed in the report's Problems.
+func (s *State) Recover(ctx context.Context, getClaim ClaimGetter) RecoveryReport {
 	logger := klog.FromContext(ctx)
 	var report RecoveryReport
 
 	specs, err := s.CDI.List()
 	if err != nil {
-		return report, fmt.Errorf("list CDI specs: %w", err)
+		report.problem(logger, err, "Listing CDI specs")
 	}
 	for _, spec := range specs {
 		if _, ok := s.Store.Get(spec.UID); ok {
 			continue
 		}
-		var rec checkpoint.PreparedClaim
-		if spec.Record == "" || json.Unmarshal([]byte(spec.Record), &rec) != nil || rec.UID != spec.UID || rec.State != checkpoint.PrepareCompleted {
+		rec, usable := spec.Claim()
+		if !usable || rec.State != checkpoint.PrepareCompleted {
 			logger.Info("Removing CDI spec without a usable record", "claimUID", spec.UID)
 			if err := s.CDI.Remove(spec.UID); err != nil {
-				return report, err
+				report.problem(logger, err, "Removing CDI spec", "claimUID", spec.UID)
 			}
 			report.OrphanSpecs++
 			continue
 		}
 		if err := s.Store.Put(rec); err != nil {
-			return report, err
+			report.problem(logger, err, "Rebuilding checkpoint record from CDI spec", "claimUID", rec.UID)
+			continue
 		}
 		logger.Info("Rebuilt checkpoint record from CDI spec", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
 		report.Rebuilt++
@@ -62,8 +75,10 @@ func (s *State) Recover(ctx context.Context, getClaim ClaimGetter) (RecoveryRepo
 	for _, rec := range s.Store.List() {
 		if rec.State != checkpoint.PrepareCompleted {
 			logger.Info("Rolling back interrupted prepare", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
-			if err := s.unprepareLocked(ctx, rec); err != nil {
-				return report, err
+			if err := s.unprepare(ctx, rec); err != nil {
+				report.problem(logger, err, "Rolling back interrupted prepare", "claimUID", rec.UID)
+				s.hold(rec) // still configured: keep others off its devices
+				continue
 			}
 			report.RolledBack++
 			continue
@@ -75,23 +90,24 @@ func (s *State) Recover(ctx context.Context, getClaim ClaimGetter) (RecoveryRepo
 		}
 		if stale {
 			logger.Info("Unpreparing claim that no longer exists", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
-			if err := s.unprepareLocked(ctx, rec); err != nil {
-				return report, err
+			if err := s.unprepare(ctx, rec); err != nil {
+				report.problem(logger, err, "Unpreparing claim that no longer exists", "claimUID", rec.UID)
+				s.hold(rec)
+				continue
 			}
 			report.Stale++
 			continue
 		}
-		if err := s.adopt(rec); err != nil {
-			return report, err
-		}
+		s.adopt(logger, rec, &report)
 		report.Kept++
 	}
 	destroyed, err := s.destroyUnownedMig()
 	if err != nil {
-		return report, err
+		report.problem(logger, err, "Destroying MIG devices no claim owns")
 	}
 	report.UnownedMig = destroyed
-	return report, nil
+	report.UnownedMPS = s.stopUnownedMPS(logger, &report)
+	return report
 }
 
 // destroyUnownedMig removes MIG devices on dynamically partitioned GPUs
@@ -143,31 +159,60 @@ func (s *State) isStale(ctx context.Context, getClaim ClaimGetter, rec checkpoin
 }
 
 // adopt marks a kept claim's devices as held, makes sure its sharing is in
-// place (an MPS daemon is restarted if it did not survive), and restores
-// its CDI spec if the spec was lost.
-func (s *State) adopt(rec checkpoint.PreparedClaim) error {
-	s.mu.Lock()
-	for _, d := range rec.Devices {
-		if !d.Shared {
-			s.inUse[d.Device] = rec.UID
-		}
-	}
-	s.mu.Unlock()
+// place (an MPS daemon is restarted if it did not survive), and rewrites
+// its CDI spec if the spec was lost or damaged. A device the node no
+// longer has (a GPU that fell off the bus) is reported and skipped: the
+// record stays, so that the kubelet's unprepare still cleans up.
+func (s *State) adopt(logger klog.Logger, rec checkpoint.PreparedClaim, report *RecoveryReport) {
+	s.hold(rec)
+	var records []checkpoint.PreparedDevice
 	var planned []plannedDevice
 	for _, d := range rec.Devices {
 		dev, ok := s.Devices[d.Device]
 		if !ok {
-			return fmt.Errorf("prepared claim %s uses device %s, which this node no longer has", rec.UID, d.Device)
+			report.problem(logger, fmt.Errorf("device %s is no longer on this node", d.Device), "Prepared claim lost a device", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
+			continue
 		}
 		extra, err := s.applySharing(d.Sharing)
 		if err != nil {
-			return fmt.Errorf("prepared claim %s, device %s: %w", rec.UID, d.Device, err)
+			report.problem(logger, err, "Restoring sharing of a prepared claim", "claimUID", rec.UID, "device", d.Device)
 		}
+		records = append(records, d)
 		planned = append(planned, plannedDevice{device: dev, record: d, extra: extra})
 	}
-	if s.CDI.Exists(rec.UID) {
-		return nil
+	if s.CDI.Intact(rec.UID) {
+		return
 	}
-	_, err := s.CDI.Write(rec.UID, cdiDevices(rec.Devices, planned), rec)
-	return err
+	logger.Info("Rewriting missing or damaged CDI spec from the checkpoint", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
+	if _, err := s.CDI.Write(rec.UID, cdiDevices(records, planned), rec); err != nil {
+		report.problem(logger, err, "Rewriting CDI spec", "claimUID", rec.UID)
+	}
+}
+
+// stopUnownedMPS stops MPS daemons that no prepared claim uses, e.g. those
+// of a claim whose record was damaged and moved aside.
+func (s *State) stopUnownedMPS(logger klog.Logger, report *RecoveryReport) int {
+	if s.Sharing == nil || s.Sharing.MPS == nil {
+		return 0
+	}
+	owned := map[string]bool{}
+	for _, rec := range s.Store.List() {
+		for _, d := range rec.Devices {
+			if d.Sharing != nil && configapi.SharingStrategy(d.Sharing.Strategy) == configapi.MpsStrategy {
+				owned[d.Sharing.Target] = true
+			}
+		}
+	}
+	stopped := 0
+	for _, d := range s.Sharing.MPS.Daemons() {
+		if owned[d.DeviceUUID] {
+			continue
+		}
+		if err := s.Sharing.MPS.Stop(d); err != nil {
+			report.problem(logger, err, "Stopping MPS daemon no claim uses", "device", d.DeviceUUID)
+			continue
+		}
+		stopped++
+	}
+	return stopped
 }

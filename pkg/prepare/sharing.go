@@ -2,6 +2,7 @@ package prepare
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -191,7 +192,9 @@ func settingsOf(rec *checkpoint.SharingRecord) sharing.Settings {
 // releaseSharing undoes a setting when no other prepared claim relies on it:
 // the time slice goes back to Default, the MPS daemon stops.
 func (s *State) releaseSharing(claim types.UID, rec *checkpoint.SharingRecord) error {
-	if rec == nil || s.Sharing == nil || s.stillShared(claim, rec) {
+	// No target yet: a dynamic MIG device that was never created, so
+	// nothing was applied to it.
+	if rec == nil || rec.Target == "" || s.Sharing == nil || s.stillShared(claim, rec) {
 		return nil
 	}
 	switch configapi.SharingStrategy(rec.Strategy) {
@@ -232,28 +235,42 @@ func (s *State) SuperviseSharing(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		for _, rec := range s.Store.List() {
-			if rec.State != checkpoint.PrepareCompleted {
+		leave, err := s.enter()
+		if errors.Is(err, checkpoint.ErrSuperseded) {
+			return // the newer plugin instance supervises from now on
+		}
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Supervising MPS daemons")
+			continue
+		}
+		s.superviseOnce(ctx)
+		leave()
+	}
+}
+
+// superviseOnce restarts the dead MPS daemons of prepared claims.
+func (s *State) superviseOnce(ctx context.Context) {
+	for _, rec := range s.Store.List() {
+		if rec.State != checkpoint.PrepareCompleted {
+			continue
+		}
+		for _, d := range rec.Devices {
+			if d.Sharing == nil || configapi.SharingStrategy(d.Sharing.Strategy) != configapi.MpsStrategy {
 				continue
 			}
-			for _, d := range rec.Devices {
-				if d.Sharing == nil || configapi.SharingStrategy(d.Sharing.Strategy) != configapi.MpsStrategy {
-					continue
-				}
-				dev, ok := s.Devices[d.Device]
-				if !ok {
-					continue
-				}
-				// The lock prepare and unprepare hold; the claim may have
-				// been unprepared since the list was taken.
-				unlock := s.deviceLocks.Lock(dev.lockKey())
-				if _, still := s.Store.Get(rec.UID); still {
-					if _, err := s.applySharing(d.Sharing); err != nil {
-						klog.FromContext(ctx).Error(err, "Restarting MPS daemon", "device", d.Device)
-					}
-				}
-				unlock()
+			dev, ok := s.Devices[d.Device]
+			if !ok {
+				continue
 			}
+			// The lock prepare and unprepare hold; the claim may have
+			// been unprepared since the list was taken.
+			unlock := s.deviceLocks.Lock(dev.lockKey())
+			if _, still := s.Store.Get(rec.UID); still {
+				if _, err := s.applySharing(d.Sharing); err != nil {
+					klog.FromContext(ctx).Error(err, "Restarting MPS daemon", "device", d.Device)
+				}
+			}
+			unlock()
 		}
 	}
 }

@@ -79,6 +79,10 @@ type Config struct {
 	Status     StatusReporter
 	// Sharing is nil on nodes that offer no sharing.
 	Sharing *SharingConfig
+	// Fence, when set, is entered around every prepare and unprepare so
+	// that a newer plugin instance on the node (rolling update) takes over
+	// cleanly.
+	Fence *checkpoint.Fence
 }
 
 // State prepares and unprepares claims on one node.
@@ -87,18 +91,26 @@ type State struct {
 	claimLocks  *keyedLocks
 	deviceLocks *keyedLocks
 
-	mu    sync.Mutex           // guards inUse; never held across I/O
-	inUse map[string]types.UID // device name -> claim holding it exclusively
+	mu   sync.Mutex                 // guards held; never held across I/O
+	held map[types.UID][]heldDevice // devices each prepared claim holds
 }
 
 // New builds the state; call Recover before serving the kubelet.
 func New(c Config) *State {
-	return &State{Config: c, claimLocks: newKeyedLocks(), deviceLocks: newKeyedLocks(), inUse: map[string]types.UID{}}
+	return &State{Config: c, claimLocks: newKeyedLocks(), deviceLocks: newKeyedLocks(), held: map[types.UID][]heldDevice{}}
 }
 
 // Prepare prepares one claim and returns its CDI devices. It is idempotent:
 // a claim already prepared returns the same IDs without touching anything.
 func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
+	if !checkpoint.ValidToken(string(claim.UID)) {
+		return nil, fmt.Errorf("claim UID %q is not a valid UID", claim.UID)
+	}
+	leave, err := s.enter()
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	unlockClaim := s.claimLocks.Lock(string(claim.UID))
 	defer unlockClaim()
 
@@ -107,7 +119,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 			return kubeletDevices(rec.Devices), nil
 		}
 		// A previous attempt died half-way: undo it before trying again.
-		if err := s.unprepareLocked(ctx, rec); err != nil {
+		if err := s.unprepare(ctx, rec); err != nil {
 			return nil, fmt.Errorf("roll back earlier attempt: %w", err)
 		}
 	}
@@ -127,14 +139,20 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 		rec.Devices = append(rec.Devices, p.record)
 	}
 	if err := s.Store.Put(rec); err != nil {
-		s.release(claim.UID, planned)
+		s.releaseHeld(claim.UID)
 		return nil, err
 	}
 
 	devices, err := s.prepareDevices(ctx, &rec, planned)
 	if err != nil {
-		if rbErr := s.unprepareLocked(ctx, rec); rbErr != nil {
+		// The device locks are held: undo directly. Going through
+		// unprepare would lock them a second time and hang.
+		if rbErr := s.undo(rec); rbErr != nil {
 			klog.FromContext(ctx).Error(rbErr, "Rolling back failed prepare", "claim", klog.KObj(claim))
+			// Keep what was created on record, so that the kubelet's
+			// retry (or the next start) rolls it back.
+			rec.State = checkpoint.PrepareStarted
+			_ = s.Store.Put(rec)
 		}
 		return nil, err
 	}
@@ -166,7 +184,7 @@ func (s *State) prepareDevices(_ context.Context, rec *checkpoint.PreparedClaim,
 	for i := range rec.Devices {
 		rec.Devices[i].CDIDeviceIDs = []string{s.CDI.DeviceID(rec.UID, rec.Devices[i].Device)}
 	}
-	if _, err := s.CDI.Write(rec.UID, cdiDevices(rec.Devices, planned), rec); err != nil {
+	if _, err := s.CDI.Write(rec.UID, cdiDevices(rec.Devices, planned), *rec); err != nil {
 		return nil, err
 	}
 	if err := s.Store.Put(*rec); err != nil {
@@ -177,6 +195,14 @@ func (s *State) prepareDevices(_ context.Context, rec *checkpoint.PreparedClaim,
 
 // Unprepare undoes Prepare. Unknown claims are not an error.
 func (s *State) Unprepare(ctx context.Context, claim kubeletplugin.NamespacedObject) error {
+	if !checkpoint.ValidToken(string(claim.UID)) {
+		return fmt.Errorf("claim UID %q is not a valid UID", claim.UID)
+	}
+	leave, err := s.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
 	unlockClaim := s.claimLocks.Lock(string(claim.UID))
 	defer unlockClaim()
 	rec, ok := s.Store.Get(claim.UID)
@@ -184,12 +210,20 @@ func (s *State) Unprepare(ctx context.Context, claim kubeletplugin.NamespacedObj
 		// Nothing recorded; still make sure no spec lingers.
 		return s.CDI.Remove(claim.UID)
 	}
-	return s.unprepareLocked(ctx, rec)
+	return s.unprepare(ctx, rec)
 }
 
-// unprepareLocked reverses every step of a (possibly partial) prepare.
-// The caller holds the claim lock.
-func (s *State) unprepareLocked(_ context.Context, rec checkpoint.PreparedClaim) error {
+// enter joins the node-wide fence for one call; see checkpoint.Fence.
+func (s *State) enter() (func(), error) {
+	if s.Fence == nil {
+		return func() {}, nil
+	}
+	return s.Fence.Enter()
+}
+
+// unprepare locks the devices of a (possibly partial) prepare and undoes
+// it. The caller holds the claim lock and no device lock.
+func (s *State) unprepare(_ context.Context, rec checkpoint.PreparedClaim) error {
 	keys := make([]string, 0, len(rec.Devices))
 	for _, d := range rec.Devices {
 		if dev, ok := s.Devices[d.Device]; ok {
@@ -198,12 +232,23 @@ func (s *State) unprepareLocked(_ context.Context, rec checkpoint.PreparedClaim)
 	}
 	unlockDevices := s.deviceLocks.Lock(keys...)
 	defer unlockDevices()
+	return s.undo(rec)
+}
+
+// undo reverses every step of a (possibly partial) prepare. The caller
+// holds the claim lock and the locks of the claim's devices.
+func (s *State) undo(rec checkpoint.PreparedClaim) error {
 	if err := s.CDI.Remove(rec.UID); err != nil {
 		return err
 	}
 	for _, d := range rec.Devices {
 		if err := s.releaseSharing(rec.UID, d.Sharing); err != nil {
 			return fmt.Errorf("device %s: %w", d.Device, err)
+		}
+		if _, ok := s.Devices[d.Device]; !ok {
+			// The GPU is gone (e.g. fell off the bus); whatever was made on
+			// it went with it, or is destroyed as unowned when it returns.
+			continue
 		}
 		if err := s.releaseDevice(d); err != nil {
 			return fmt.Errorf("device %s: %w", d.Device, err)
@@ -212,13 +257,7 @@ func (s *State) unprepareLocked(_ context.Context, rec checkpoint.PreparedClaim)
 	if err := s.Store.Delete(rec.UID); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	for _, d := range rec.Devices {
-		if s.inUse[d.Device] == rec.UID {
-			delete(s.inUse, d.Device)
-		}
-	}
-	s.mu.Unlock()
+	s.releaseHeld(rec.UID)
 	return nil
 }
 

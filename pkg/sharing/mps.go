@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,9 +48,32 @@ type MPS struct {
 	Launcher DaemonLauncher
 }
 
-// Daemon returns the daemon handle of a device.
+// Daemon returns the daemon handle of a device. The UUID may come from a
+// file on disk: Ensure and Stop refuse one that is not a single, plain
+// path element, so that no record can point them outside Root.
 func (m *MPS) Daemon(uuid string) *Daemon {
 	return &Daemon{DeviceUUID: uuid, Dir: filepath.Join(m.Root, uuid)}
+}
+
+var deviceUUIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+func (m *MPS) check(d *Daemon) error {
+	if !deviceUUIDPattern.MatchString(d.DeviceUUID) || d.DeviceUUID == ".." || d.Dir != filepath.Join(m.Root, d.DeviceUUID) {
+		return fmt.Errorf("MPS daemon for device %q: not a valid device UUID", d.DeviceUUID)
+	}
+	return nil
+}
+
+// Daemons lists the daemon directories under Root.
+func (m *MPS) Daemons() []*Daemon {
+	entries, _ := os.ReadDir(m.Root)
+	var out []*Daemon
+	for _, e := range entries {
+		if d := m.Daemon(e.Name()); e.IsDir() && m.check(d) == nil {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // PID returns the daemon's process ID when it runs.
@@ -82,6 +106,9 @@ func (m *MPS) PID(d *Daemon) (int, bool) {
 // plugin restart: it runs in its own session and is found by its pid file),
 // then applies the settings.
 func (m *MPS) Ensure(d *Daemon, s Settings) error {
+	if err := m.check(d); err != nil {
+		return err
+	}
 	if _, running := m.PID(d); !running {
 		if err := m.start(d); err != nil {
 			return err
@@ -121,6 +148,9 @@ func (m *MPS) start(d *Daemon) error {
 // Stop ends the daemon and removes its directory. Stopping a daemon that
 // does not run is not an error.
 func (m *MPS) Stop(d *Daemon) error {
+	if err := m.check(d); err != nil {
+		return err
+	}
 	if pid, running := m.PID(d); running {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 		deadline := time.Now().Add(5 * time.Second)
@@ -134,7 +164,8 @@ func (m *MPS) Stop(d *Daemon) error {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	if err := os.RemoveAll(d.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+	// ENOTDIR: the root is not even a directory, so no daemon dir exists.
+	if err := os.RemoveAll(d.Dir); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 		return err
 	}
 	return nil

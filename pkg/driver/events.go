@@ -1,0 +1,48 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+)
+
+// instanceToken identifies this plugin instance to the state-dir fence:
+// the pod UID in a cluster, else something unique to the process.
+func instanceToken(podUID types.UID) string {
+	if podUID != "" {
+		return string(podUID)
+	}
+	return fmt.Sprintf("pid-%d-%d", os.Getpid(), time.Now().UnixNano())
+}
+
+// reportToNode records a Warning event on the Node, where an operator
+// looking at `kubectl describe node` finds it. Best effort: the same
+// problems are logged and counted in the errors metric.
+func reportToNode(ctx context.Context, client kubernetes.Interface, node, reason string, problems []string) {
+	const maxMessage = 1024 // events are for humans; the log has everything
+	msg := fmt.Sprintf("%d problem(s) with the plugin's saved state, handled without stopping: %s", len(problems), strings.Join(problems, "; "))
+	if len(msg) > maxMessage {
+		msg = msg[:maxMessage-3] + "..."
+	}
+	now := metav1.NewTime(time.Now())
+	ev := &v1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: node + ".", Namespace: metav1.NamespaceDefault},
+		InvolvedObject: v1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node), APIVersion: "v1"},
+		Reason:         reason,
+		Message:        msg,
+		Type:           v1.EventTypeWarning,
+		Source:         v1.EventSource{Component: "gpu-kubelet-plugin", Host: node},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+	if _, err := client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		klog.FromContext(ctx).V(2).Info("Could not record Node event", "err", err)
+	}
+}
