@@ -2,71 +2,120 @@ package cdi
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/nvidia-container-toolkit/pkg/nvcdi"
 	"github.com/NVIDIA/nvidia-container-toolkit/pkg/nvcdi/transform"
 	"github.com/NVIDIA/nvidia-container-toolkit/pkg/nvcdi/transform/root"
+	"k8s.io/klog/v2"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
 // NvcdiEdits asks NVIDIA's nvcdi library for the edits of a real driver:
 // device nodes (including /dev/nvidiactl and /dev/nvidia-uvm), driver
 // libraries, nvidia-smi and the CDI hooks, with the driver root honoured.
-// Results are cached: the driver installation does not change while the
-// plugin runs, and nvcdi walks the file system to build them.
+//
+// nvcdi walks the file system for every answer, so answers are cached, but
+// only for the driver version NVML reports: when it changes (the driver was
+// upgraded under a running plugin) the cache is dropped and nvcdi starts
+// afresh, because library names carry the version. Failures are never
+// cached; the next prepare asks again.
 type NvcdiEdits struct {
-	lib    nvcdi.Interface
+	nvml   nvml.Interface
+	opts   NvcdiOptions
 	toHost transform.Transformer
-
-	commonOnce sync.Once
-	common     cdispec.ContainerEdits
-	commonErr  error
+	newLib func() (nvcdi.Interface, error)
 
 	mu      sync.Mutex
-	devices map[string]cdispec.ContainerEdits
+	version string // driver version the cached answers belong to
+	lib     nvcdi.Interface
+	common  *cdispec.ContainerEdits
+	gpus    map[string]cdispec.ContainerEdits // by device UUID
 }
 
 // NvcdiOptions locate the driver on the host.
 type NvcdiOptions struct {
 	DriverRoot string // where the plugin sees the driver's files, e.g. /driver-root
-	DevRoot    string // where the plugin sees /dev, usually the driver root
+	// DevRoot is where the plugin sees the driver's /dev. Empty: the
+	// driver root when it has a /dev directory, "/" otherwise (a
+	// containerized driver whose root holds no device nodes).
+	DevRoot string
 	// HostDriverRoot is where the same files are on the host (e.g. "/" or
 	// /run/nvidia/driver): containerd reads the CDI spec on the host, so
 	// every path nvcdi found under DriverRoot is rewritten to it.
 	HostDriverRoot string
-	HookPath       string // nvidia-cdi-hook on the host
+	HookPath       string // nvidia-cdi-hook on the host; empty for nvcdi's default
 }
 
-// NewNvcdiEdits builds the nvcdi-backed edits.
+// DevRootFor returns the dev root for a driver root: the driver root
+// itself when it has a /dev directory, otherwise "/".
+func DevRootFor(driverRoot string) string {
+	if st, err := os.Stat(filepath.Join(driverRoot, "dev")); err == nil && st.IsDir() {
+		return driverRoot
+	}
+	return "/"
+}
+
+// NewNvcdiEdits builds the nvcdi-backed edits. lib must be initialized.
 func NewNvcdiEdits(lib nvml.Interface, o NvcdiOptions) (*NvcdiEdits, error) {
-	opts := []nvcdi.Option{
-		nvcdi.WithNvmlLib(lib),
-		nvcdi.WithMode(nvcdi.ModeNvml),
-		nvcdi.WithDriverRoot(o.DriverRoot),
-		nvcdi.WithDevRoot(o.DevRoot),
+	if o.DriverRoot == "" {
+		o.DriverRoot = "/"
 	}
-	if o.HookPath != "" {
-		opts = append(opts, nvcdi.WithNVIDIACDIHookPath(o.HookPath))
+	if o.DevRoot == "" {
+		o.DevRoot = DevRootFor(o.DriverRoot)
 	}
-	l, err := nvcdi.New(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("create nvcdi library: %w", err)
+	if o.HostDriverRoot == "" {
+		o.HostDriverRoot = o.DriverRoot
 	}
-	host := o.HostDriverRoot
-	if host == "" {
-		host = o.DriverRoot
+	n := &NvcdiEdits{
+		nvml:   lib,
+		opts:   o,
+		toHost: hostPaths(o.DriverRoot, o.DevRoot, o.HostDriverRoot),
+		gpus:   map[string]cdispec.ContainerEdits{},
 	}
-	return &NvcdiEdits{lib: l, toHost: hostPaths(o.DriverRoot, o.DevRoot, host), devices: map[string]cdispec.ContainerEdits{}}, nil
+	n.newLib = func() (nvcdi.Interface, error) {
+		opts := []nvcdi.Option{
+			nvcdi.WithNvmlLib(lib),
+			nvcdi.WithMode(nvcdi.ModeNvml),
+			nvcdi.WithDriverRoot(o.DriverRoot),
+			nvcdi.WithDevRoot(o.DevRoot),
+			nvcdi.WithLogger(klogLogger{}),
+			// The version comes from NVML alone, the one this cache is
+			// keyed on (nvsandboxutils would be a second source).
+			nvcdi.WithFeatureFlags(nvcdi.FeatureDisableNvsandboxUtils),
+		}
+		if o.HookPath != "" {
+			opts = append(opts, nvcdi.WithNVIDIACDIHookPath(o.HookPath))
+		}
+		l, err := nvcdi.New(opts...)
+		if err != nil {
+			return nil, fmt.Errorf("create nvcdi library: %w", err)
+		}
+		return l, nil
+	}
+	// Fail early on options nvcdi rejects; the driver itself is only
+	// consulted at prepare time.
+	if _, err := n.newLib(); err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 // hostPaths rewrites paths under the plugin's view of the driver root to
-// the host's.
+// the host's. A dev root other than the driver root (the "/" fallback) is
+// the same path on the host.
 func hostPaths(driverRoot, devRoot, hostRoot string) transform.Transformer {
+	targetDev := hostRoot
+	if filepath.Clean(devRoot) != filepath.Clean(driverRoot) {
+		targetDev = devRoot
+	}
 	return root.NewDriverTransformer(
 		root.WithDriverRoot(driverRoot), root.WithTargetDriverRoot(hostRoot),
-		root.WithDevRoot(devRoot), root.WithTargetDevRoot(hostRoot),
+		root.WithDevRoot(devRoot), root.WithTargetDevRoot(targetDev),
 	)
 }
 
@@ -79,37 +128,98 @@ func onHost(t transform.Transformer, e cdispec.ContainerEdits) (cdispec.Containe
 	return spec.ContainerEdits, nil
 }
 
+// current returns the nvcdi library for the driver version NVML reports
+// now, dropping every cached answer when the version changed. Callers hold
+// n.mu.
+func (n *NvcdiEdits) current() (nvcdi.Interface, error) {
+	version, ret := n.nvml.SystemGetDriverVersion()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("read the driver version from NVML: %v", ret)
+	}
+	if n.lib != nil && version == n.version {
+		return n.lib, nil
+	}
+	lib, err := n.newLib()
+	if err != nil {
+		return nil, err
+	}
+	if n.version != "" {
+		klog.InfoS("NVIDIA driver version changed; CDI edits are built afresh", "from", n.version, "to", version)
+	}
+	n.lib, n.version, n.common, n.gpus = lib, version, nil, map[string]cdispec.ContainerEdits{}
+	return lib, nil
+}
+
 // ForClaim implements Edits.
 func (n *NvcdiEdits) ForClaim([]Device) (cdispec.ContainerEdits, error) {
-	n.commonOnce.Do(func() {
-		e, err := n.lib.GetCommonEdits()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	lib, err := n.current()
+	if err != nil {
+		return cdispec.ContainerEdits{}, err
+	}
+	if n.common == nil {
+		e, err := lib.GetCommonEdits()
 		if err != nil {
-			n.commonErr = err
-			return
+			return cdispec.ContainerEdits{}, fmt.Errorf("nvcdi common edits: %w", err)
 		}
-		n.common, n.commonErr = onHost(n.toHost, *e.ContainerEdits)
-	})
-	return n.common, n.commonErr
+		edits, err := onHost(n.toHost, *e.ContainerEdits)
+		if err != nil {
+			return cdispec.ContainerEdits{}, err
+		}
+		n.common = &edits
+	}
+	return clip(*n.common), nil
 }
 
 // ForDevice implements Edits.
 func (n *NvcdiEdits) ForDevice(d Device) (cdispec.ContainerEdits, error) {
+	return n.gpuEdits(d.UUID)
+}
+
+// gpuEdits returns the edits of a device, cached for the driver version.
+func (n *NvcdiEdits) gpuEdits(uuid string) (cdispec.ContainerEdits, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if e, ok := n.devices[d.UUID]; ok {
-		return e, nil
-	}
-	specs, err := n.lib.GetDeviceSpecsByID(d.UUID)
+	lib, err := n.current()
 	if err != nil {
 		return cdispec.ContainerEdits{}, err
 	}
+	if e, ok := n.gpus[uuid]; ok {
+		return clip(e), nil
+	}
+	specs, err := lib.GetDeviceSpecsByID(uuid)
+	if err != nil {
+		return cdispec.ContainerEdits{}, fmt.Errorf("nvcdi edits for %s: %w", uuid, err)
+	}
 	if len(specs) != 1 {
-		return cdispec.ContainerEdits{}, fmt.Errorf("nvcdi returned %d specs for %s, want 1", len(specs), d.UUID)
+		return cdispec.ContainerEdits{}, fmt.Errorf("nvcdi returned %d specs for %s, want 1", len(specs), uuid)
 	}
 	edits, err := onHost(n.toHost, specs[0].ContainerEdits)
 	if err != nil {
 		return edits, err
 	}
-	n.devices[d.UUID] = edits
-	return edits, nil
+	n.gpus[uuid] = edits
+	return clip(edits), nil
 }
+
+// clip returns edits whose slices the caller may append to without
+// touching the cached ones.
+func clip(e cdispec.ContainerEdits) cdispec.ContainerEdits {
+	e.Env = slices.Clip(e.Env)
+	e.DeviceNodes = slices.Clip(e.DeviceNodes)
+	e.Hooks = slices.Clip(e.Hooks)
+	e.Mounts = slices.Clip(e.Mounts)
+	e.AdditionalGIDs = slices.Clip(e.AdditionalGIDs)
+	return e
+}
+
+// klogLogger routes nvcdi's messages to klog: warnings at level 2 (nvcdi
+// warns about every optional file a driver does not ship), the rest lower.
+type klogLogger struct{}
+
+func (klogLogger) Debugf(f string, a ...any)   { klog.V(5).Infof("nvcdi: "+f, a...) }
+func (klogLogger) Tracef(f string, a ...any)   { klog.V(6).Infof("nvcdi: "+f, a...) }
+func (klogLogger) Infof(f string, a ...any)    { klog.V(3).Infof("nvcdi: "+f, a...) }
+func (klogLogger) Warningf(f string, a ...any) { klog.V(2).Infof("nvcdi: "+f, a...) }
+func (klogLogger) Errorf(f string, a ...any)   { klog.Errorf("nvcdi: "+f, a...) }

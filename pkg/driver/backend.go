@@ -59,7 +59,9 @@ func OpenBackend(o BackendOptions) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discover GPUs: %w", err)
 	}
-	edits, err := cdi.NewNvcdiEdits(lib, cdi.NvcdiOptions{DriverRoot: o.DriverRoot, DevRoot: o.DriverRoot, HostDriverRoot: o.HostDriverRoot, HookPath: o.HookPath})
+	// The dev root is the driver root's /dev, or the host's when a
+	// containerized driver's root has none.
+	edits, err := cdi.NewNvcdiEdits(lib, cdi.NvcdiOptions{DriverRoot: o.DriverRoot, HostDriverRoot: o.HostDriverRoot, HookPath: o.HookPath})
 	if err != nil {
 		return nil, err
 	}
