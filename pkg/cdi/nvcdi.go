@@ -24,17 +24,26 @@ import (
 // upgraded under a running plugin) the cache is dropped and nvcdi starts
 // afresh, because library names carry the version. Failures are never
 // cached; the next prepare asks again.
+//
+// A MIG device gets its parent GPU's edits plus the nvidia-caps device
+// nodes of its GPU instance and compute instance, built from the driver's
+// /proc/driver/nvidia/capabilities files (see migcaps.go). nvcdi's own MIG
+// edits would omit those nodes whenever they are missing under the dev
+// root, and they usually are: NVML creates them on demand in the /dev of
+// the process that created the instance (the plugin's container), not on
+// the host.
 type NvcdiEdits struct {
-	nvml   nvml.Interface
-	opts   NvcdiOptions
-	toHost transform.Transformer
-	newLib func() (nvcdi.Interface, error)
+	nvml     nvml.Interface
+	opts     NvcdiOptions
+	toHost   transform.Transformer
+	newLib   func() (nvcdi.Interface, error)
+	procRoot string
 
 	mu      sync.Mutex
 	version string // driver version the cached answers belong to
 	lib     nvcdi.Interface
 	common  *cdispec.ContainerEdits
-	gpus    map[string]cdispec.ContainerEdits // by device UUID
+	gpus    map[string]cdispec.ContainerEdits // by GPU UUID
 }
 
 // NvcdiOptions locate the driver on the host.
@@ -49,6 +58,9 @@ type NvcdiOptions struct {
 	// every path nvcdi found under DriverRoot is rewritten to it.
 	HostDriverRoot string
 	HookPath       string // nvidia-cdi-hook on the host; empty for nvcdi's default
+	// ProcRoot is where procfs is mounted (default /proc): MIG capability
+	// files and the nvidia-caps device major are read below it.
+	ProcRoot string
 }
 
 // DevRootFor returns the dev root for a driver root: the driver root
@@ -71,11 +83,15 @@ func NewNvcdiEdits(lib nvml.Interface, o NvcdiOptions) (*NvcdiEdits, error) {
 	if o.HostDriverRoot == "" {
 		o.HostDriverRoot = o.DriverRoot
 	}
+	if o.ProcRoot == "" {
+		o.ProcRoot = "/proc"
+	}
 	n := &NvcdiEdits{
-		nvml:   lib,
-		opts:   o,
-		toHost: hostPaths(o.DriverRoot, o.DevRoot, o.HostDriverRoot),
-		gpus:   map[string]cdispec.ContainerEdits{},
+		nvml:     lib,
+		opts:     o,
+		toHost:   hostPaths(o.DriverRoot, o.DevRoot, o.HostDriverRoot),
+		procRoot: o.ProcRoot,
+		gpus:     map[string]cdispec.ContainerEdits{},
 	}
 	n.newLib = func() (nvcdi.Interface, error) {
 		opts := []nvcdi.Option{
@@ -174,10 +190,22 @@ func (n *NvcdiEdits) ForClaim([]Device) (cdispec.ContainerEdits, error) {
 
 // ForDevice implements Edits.
 func (n *NvcdiEdits) ForDevice(d Device) (cdispec.ContainerEdits, error) {
-	return n.gpuEdits(d.UUID)
+	if d.ParentUUID == "" {
+		return n.gpuEdits(d.UUID)
+	}
+	edits, err := n.gpuEdits(d.ParentUUID)
+	if err != nil {
+		return edits, err
+	}
+	nodes, err := n.migCapNodes(d)
+	if err != nil {
+		return cdispec.ContainerEdits{}, err
+	}
+	edits.DeviceNodes = append(edits.DeviceNodes, nodes...)
+	return edits, nil
 }
 
-// gpuEdits returns the edits of a device, cached for the driver version.
+// gpuEdits returns the edits of a whole GPU, cached for the driver version.
 func (n *NvcdiEdits) gpuEdits(uuid string) (cdispec.ContainerEdits, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -201,6 +229,28 @@ func (n *NvcdiEdits) gpuEdits(uuid string) (cdispec.ContainerEdits, error) {
 	}
 	n.gpus[uuid] = edits
 	return clip(edits), nil
+}
+
+// migCapNodes returns the nvidia-caps device nodes of a MIG device's GPU
+// instance and compute instance, whose IDs NVML reports for its UUID.
+func (n *NvcdiEdits) migCapNodes(d Device) ([]*cdispec.DeviceNode, error) {
+	h, ret := n.nvml.DeviceGetHandleByUUID(d.UUID)
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("MIG device %s: %v", d.UUID, ret)
+	}
+	gi, ret := h.GetGpuInstanceId()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("MIG device %s: GPU instance ID: %v", d.UUID, ret)
+	}
+	ci, ret := h.GetComputeInstanceId()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("MIG device %s: compute instance ID: %v", d.UUID, ret)
+	}
+	nodes, err := MigCapDeviceNodes(n.procRoot, d.Minor, gi, ci)
+	if err != nil {
+		return nil, fmt.Errorf("MIG device %s: %w", d.UUID, err)
+	}
+	return nodes, nil
 }
 
 // clip returns edits whose slices the caller may append to without

@@ -1,6 +1,7 @@
 package cdi
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,7 +59,7 @@ func newNode(t *testing.T, gpus int, withDev bool) *node {
 
 func (n *node) edits(t *testing.T) *NvcdiEdits {
 	t.Helper()
-	e, err := NewNvcdiEdits(n.nvml, NvcdiOptions{DriverRoot: n.root.Dir, HookPath: n.hook})
+	e, err := NewNvcdiEdits(n.nvml, NvcdiOptions{DriverRoot: n.root.Dir, HookPath: n.hook, ProcRoot: n.root.Proc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +196,66 @@ func TestNvcdiSpecForAWholeGPUAppliesOnTheNode(t *testing.T) {
 	}
 	if !slices.Contains(mounts, "/"+cditest.LibDir+"/libnvidia-ml.so.550.54.15") || !slices.Contains(mounts, "/usr/bin/nvidia-smi") {
 		t.Errorf("driver files not mounted: %v", mounts)
+	}
+}
+
+// Defect 7: a MIG device gets /dev/nvidia<parent> and the nvidia-caps
+// nodes of its GPU instance and compute instance, read from the driver's
+// capability files, although none exists under the dev root.
+func TestNvcdiSpecForAMigDeviceCarriesItsCapsNodes(t *testing.T) {
+	n := newNode(t, 2, true)
+	mig := "MIG-5d5b8a3e-7b2a-5f9e-9d55-0f7e52cb6b10"
+	other := "MIG-0f9c2b7e-41d5-5a3c-8e61-2b4c5d6e7f80"
+	otherGI, otherCI := n.nvml.AddMig(1, other)
+	gi, ci := n.nvml.AddMig(1, mig)
+	n.root.AddMigCaps(t, 1, gi, ci, 39, 40)
+	n.root.AddMigCaps(t, 1, otherGI, otherCI, 48, 49) // not this claim's
+	e := n.edits(t)
+
+	injected, raw := applied(t, e, Device{Name: "gpu-1-mig-1g10gb-0", UUID: mig, ParentUUID: n.nvml.UUID(1), Minor: 1, MigProfile: "1g.10gb"})
+	checkOnHost(t, raw, injected)
+
+	got := map[string]oci.LinuxDevice{}
+	for _, d := range injected.Linux.Devices {
+		got[d.Path] = d
+	}
+	for path, minor := range map[string]int64{"/dev/nvidia-caps/nvidia-cap39": 39, "/dev/nvidia-caps/nvidia-cap40": 40} {
+		d, ok := got[path]
+		if !ok {
+			t.Errorf("container devices lack %s: %v", path, got)
+			continue
+		}
+		if d.Type != "c" || d.Major != cditest.CapsMajor || d.Minor != minor || d.FileMode == nil || *d.FileMode != 0o444 {
+			t.Errorf("%s = %+v, want c %d:%d mode 0444", path, d, cditest.CapsMajor, minor)
+		}
+	}
+	if _, ok := got["/dev/nvidia1"]; !ok {
+		t.Errorf("container devices lack the parent /dev/nvidia1: %v", got)
+	}
+	for _, other := range []string{"/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap48", "/dev/nvidia-caps/nvidia-cap49", "/dev/nvidia-caps/nvidia-cap1", "/dev/nvidia-caps/nvidia-cap2"} {
+		if _, ok := got[other]; ok {
+			t.Errorf("container got %s, which is not its device's", other)
+		}
+	}
+	allowed := 0
+	for _, r := range injected.Linux.Resources.Devices {
+		if r.Allow && r.Major != nil && *r.Major == cditest.CapsMajor {
+			allowed++
+		}
+	}
+	if allowed != 2 {
+		t.Errorf("%d cgroup rules for nvidia-caps nodes, want 2", allowed)
+	}
+}
+
+func TestMigCapsErrorsNameTheMissingFile(t *testing.T) {
+	n := newNode(t, 1, true)
+	mig := "MIG-00000000-0000-0000-0000-000000000001"
+	gi, _ := n.nvml.AddMig(0, mig)
+	e := n.edits(t)
+	_, err := e.ForDevice(Device{Name: "gpu-0-mig-1g10gb-0", UUID: mig, ParentUUID: n.nvml.UUID(0)})
+	if err == nil || !strings.Contains(err.Error(), filepath.Join("gpu0", "mig", fmt.Sprintf("gi%d", gi), "access")) {
+		t.Errorf("error %v, want one naming the missing capability file", err)
 	}
 }
 
