@@ -21,9 +21,11 @@ func klogFlags() *flag.FlagSet {
 	return klogFS
 }
 
-// TestMain lets the test binary double as the simulated MPS daemon.
+// TestMain lets the test binary double as the simulated MPS daemon and as
+// a plugin process the chaos test can kill.
 func TestMain(m *testing.M) {
 	sharing.RunStandInIfRequested()
+	runPluginChildIfRequested()
 	os.Exit(m.Run())
 }
 
