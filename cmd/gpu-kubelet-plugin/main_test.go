@@ -2,14 +2,28 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/devicestatus"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
@@ -145,5 +159,89 @@ func TestPrintSlicesFractionalPreview(t *testing.T) {
 	}
 	if _, ok := d.Capacity["computePercentage"]; !ok {
 		t.Fatal("no computePercentage capacity")
+	}
+}
+
+// TestStatusWritesHaveOwnRateLimiter: the kubelet plugin helper GETs the
+// claim inside every prepare with the plugin's client. Device-status writes
+// go through a client of their own, so a burst of them does not make those
+// GETs wait for rate-limiter tokens. With one limiter for both (as at
+// fa0e289), the three GETs below would wait about 2 s each.
+func TestStatusWritesHaveOwnRateLimiter(t *testing.T) {
+	var mu sync.Mutex
+	var patches int
+	agents := map[string]string{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		agents[r.Method] = r.UserAgent()
+		if r.Method == http.MethodPatch {
+			patches++
+		}
+		mu.Unlock()
+		name := path.Base(strings.TrimSuffix(r.URL.Path, "/status"))
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&resourceapi.ResourceClaim{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaim"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
+		})
+	}))
+	defer srv.Close()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"c": {Server: srv.URL}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"u": {}},
+		Contexts:       map[string]*clientcmdapi.Context{"c": {Cluster: "c", AuthInfo: "u"}},
+		CurrentContext: "c",
+	}, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	// Three tokens each, then one every two seconds.
+	client, statusClient, err := newClients(&options{kubeconfig: kubeconfig, kubeAPIQPS: 0.5, kubeAPIBurst: 3, statusQPS: 0.5, statusBurst: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := devicestatus.New(ctx, statusClient, "gpu.nvidia.com", devicestatus.Options{})
+	defer func() { cancel(); <-w.Done }()
+	for i := range 3 {
+		name := fmt.Sprintf("c%d", i)
+		w.Prepared(&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)}},
+			[]checkpoint.PreparedDevice{{Pool: "n1", Device: fmt.Sprintf("gpu-%d", i), UUID: "GPU-x"}})
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		mu.Lock()
+		n := patches
+		mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 3 status writes arrived", n)
+		}
+	}
+	begin := time.Now()
+	for i := range 3 {
+		if _, err := client.ResourceV1().ResourceClaims("default").Get(ctx, fmt.Sprintf("c%d", i), metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(begin); d > time.Second {
+		t.Fatalf("3 claim GETs after 3 status writes took %v: they waited for the status writes' rate limiter", d)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if agents[http.MethodGet] != "gpu-kubelet-plugin" || agents[http.MethodPatch] != "gpu-kubelet-plugin/device-status" {
+		t.Errorf("user agents %v: the status writes should say who they are", agents)
+	}
+}
+
+// TestStatusClientFlags: the status writes' limits are flags with
+// documented defaults.
+func TestStatusClientFlags(t *testing.T) {
+	f := newCommand().Flags()
+	for name, want := range map[string]string{"status-api-qps": "50", "status-api-burst": "100", "kube-api-qps": "50", "kube-api-burst": "100"} {
+		if fl := f.Lookup(name); fl == nil || fl.DefValue != want {
+			t.Errorf("--%s: %+v, want default %s", name, fl, want)
+		}
 	}
 }
