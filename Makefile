@@ -15,10 +15,15 @@ GO_TAGS ?= grpcnotrace
 help: ## Show targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-build: ## Build the plugin, the gpudra CLI and the static nvidia-smi stand-in into bin/
+# nvidia-cdi-hook from the nvidia-container-toolkit version go.mod pins: the
+# plugin installs it on the host and names it in CDI specs.
+NVIDIA_CDI_HOOK := github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook
+
+build: ## Build the plugin, the gpudra CLI, the static nvidia-smi stand-in and nvidia-cdi-hook into bin/
 	$(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/gpu-kubelet-plugin ./cmd/gpu-kubelet-plugin
 	$(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/gpudra ./cmd/gpudra
 	CGO_ENABLED=0 $(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/nvidia-smi-sim ./cmd/nvidia-smi-sim
+	GOBIN=$(abspath $(BIN_DIR)) $(GO) install -trimpath -ldflags "-s -w" $(NVIDIA_CDI_HOOK)@$$($(GO) list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)
 
 test: ## Run all unit and plugin tests (no GPU, no cluster needed)
 	$(GO) test -count=1 ./...

@@ -2,7 +2,8 @@
 # Assembles single-layer OCI image tarballs without any registry or docker:
 #   pause   registry.k8s.io/pause:3.10.2 (containerd's sandbox image), a static Go binary
 #   busybox localhost/busybox:latest, Debian's busybox-static with a shell
-#   driver  localhost/gpu-dra-driver:<tag>, the plugin (with the glibc it links) and the nvidia-smi stand-in
+#   driver  localhost/gpu-dra-driver:<tag>, the plugin (with the glibc it links), the nvidia-smi stand-in
+#           and nvidia-cdi-hook built from the nvidia-container-toolkit version go.mod pins
 # Usage: images.sh base | driver REPO_ROOT TAG
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -73,6 +74,10 @@ driver_image() {
   rm -rf "$r"; mkdir -p "$r/usr/bin" "$r/tmp"
   (cd "$repo" && CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o "$r/usr/bin/gpu-kubelet-plugin" ./cmd/gpu-kubelet-plugin)
   (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$r/usr/bin/nvidia-smi-sim" ./cmd/nvidia-smi-sim)
+  # The plugin installs the hook on the host and names it in CDI specs.
+  local ctk
+  ctk=$(cd "$repo" && go list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)
+  (cd "$repo" && CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" GOBIN="$r/usr/bin" go install -trimpath -ldflags "-s -w" "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook@$ctk")
   local lib
   for lib in $(ldd "$r/usr/bin/gpu-kubelet-plugin" | grep -oE '/[^ ]+'); do
     mkdir -p "$r$(dirname "$lib")"; cp -L "$lib" "$r$lib"

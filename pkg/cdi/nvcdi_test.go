@@ -52,8 +52,12 @@ type node struct {
 func newNode(t *testing.T, gpus int, withDev bool) *node {
 	t.Helper()
 	root := cditest.NewDriverRoot(t, "550.54.15", gpus, withDev)
-	hook := filepath.Join(t.TempDir(), "host", "bin", "nvidia-cdi-hook")
-	cditest.WriteHookStandIn(t, hook, cditest.HookSubcommands)
+	src := filepath.Join(t.TempDir(), "nvidia-cdi-hook")
+	cditest.WriteHookStandIn(t, src, cditest.HookSubcommands)
+	hook, err := InstallHook(src, filepath.Join(t.TempDir(), "host", "gpu-dra-driver", "bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &node{root: root, nvml: cditest.NewNVML(root.Version, gpus), hook: hook}
 }
 
@@ -166,7 +170,9 @@ func hookPaths(e cdispec.ContainerEdits) []string {
 	return out
 }
 
-// A whole GPU's spec names only things that exist on the node.
+// Defect 6: the spec's hooks run the nvidia-cdi-hook the plugin installed
+// on the host, not whatever /usr/bin/nvidia-cdi-hook a host may have, and
+// everything the spec names exists.
 func TestNvcdiSpecForAWholeGPUAppliesOnTheNode(t *testing.T) {
 	n := newNode(t, 2, true)
 	e := n.edits(t)

@@ -42,8 +42,18 @@ type BackendOptions struct {
 	// HostDriverRoot is DriverRoot as the host sees it (for CDI specs).
 	HostDriverRoot string
 	NVMLLibrary    string
-	HookPath       string
-	SysfsRoot      string
+	// HookPath is nvidia-cdi-hook as the host sees it, for CDI specs. When
+	// empty and HookInstallDir is set, the plugin installs its own copy
+	// there; when both are empty, nvcdi's default /usr/bin/nvidia-cdi-hook
+	// (a host's nvidia-container-toolkit) is named.
+	HookPath string
+	// HookInstallDir is a host directory, mounted at the same path in the
+	// plugin's container, to install nvidia-cdi-hook into.
+	HookInstallDir string
+	// HookSource is the nvidia-cdi-hook binary to install; empty to use
+	// the one next to the executable (both are in the image's /usr/bin).
+	HookSource string
+	SysfsRoot  string
 }
 
 // OpenBackend discovers the node's devices.
@@ -59,14 +69,39 @@ func OpenBackend(o BackendOptions) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discover GPUs: %w", err)
 	}
+	hook, err := resolveHook(o)
+	if err != nil {
+		return nil, err
+	}
 	// The dev root is the driver root's /dev, or the host's when a
 	// containerized driver's root has none.
-	edits, err := cdi.NewNvcdiEdits(lib, cdi.NvcdiOptions{DriverRoot: o.DriverRoot, HostDriverRoot: o.HostDriverRoot, HookPath: o.HookPath})
+	edits, err := cdi.NewNvcdiEdits(lib, cdi.NvcdiOptions{DriverRoot: o.DriverRoot, HostDriverRoot: o.HostDriverRoot, HookPath: hook})
 	if err != nil {
 		return nil, err
 	}
 	tools := sharing.Driver{Root: o.DriverRoot}
 	return &Backend{NVML: lib, Inventory: inv, Edits: edits, TimeSlicer: tools, MPSLauncher: tools}, nil
+}
+
+// resolveHook returns the host path of nvidia-cdi-hook for CDI specs,
+// installing the plugin's own copy when asked to.
+func resolveHook(o BackendOptions) (string, error) {
+	if o.HookPath != "" || o.HookInstallDir == "" {
+		return o.HookPath, nil
+	}
+	src := o.HookSource
+	if src == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("find %s: %w", cdi.HookName, err)
+		}
+		src = filepath.Join(filepath.Dir(exe), cdi.HookName)
+	}
+	path, err := cdi.InstallHook(src, o.HookInstallDir)
+	if err != nil {
+		return "", fmt.Errorf("%w; the image ships it next to the plugin, or pass --nvidia-cdi-hook-path", err)
+	}
+	return path, nil
 }
 
 func openSimulated(o BackendOptions) (*Backend, error) {
