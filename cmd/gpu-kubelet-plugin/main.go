@@ -35,6 +35,8 @@ type options struct {
 	kubeconfig   string
 	kubeAPIQPS   float32
 	kubeAPIBurst int
+	statusQPS    float32
+	statusBurst  int
 	kubeletDir   string
 	stateDir     string
 	cdiRoot      string
@@ -79,6 +81,8 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "Kubeconfig file; in-cluster config when empty.")
 	f.Float32Var(&o.kubeAPIQPS, "kube-api-qps", 50, "Sustained API requests per second. client-go's default of 5 would throttle prepare to a handful per second.")
 	f.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "API request burst.")
+	f.Float32Var(&o.statusQPS, "status-api-qps", 50, "Sustained requests per second of the background device-status writes. They have their own client and rate limiter, so they never delay the claim lookup inside prepare (--kube-api-qps).")
+	f.IntVar(&o.statusBurst, "status-api-burst", 100, "Request burst of the background device-status writes.")
 	f.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "Kubelet root directory (plugins/ and plugins_registry/ are under it).")
 	f.StringVar(&o.stateDir, "state-dir", "", "Checkpoint and simulator state; default <kubelet-dir>/plugins/<driver-name>.")
 	f.StringVar(&o.cdiRoot, "cdi-root", "/var/run/cdi", "Directory containerd reads CDI specs from.")
@@ -175,7 +179,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	client, err := newClient(o)
+	client, statusClient, err := newClients(o)
 	if err != nil {
 		return err
 	}
@@ -185,7 +189,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	m := metrics.New()
 	d, err := driver.Start(ctx, driver.Config{
-		DriverName: o.driverName, NodeName: o.nodeName, Client: client, Backend: backend,
+		DriverName: o.driverName, NodeName: o.nodeName, Client: client, StatusClient: statusClient, Backend: backend,
 		StateDir: o.stateDir, CDIDir: o.cdiRoot,
 		PluginDir:        filepath.Join(o.kubeletDir, "plugins", o.driverName),
 		RegistrarDir:     filepath.Join(o.kubeletDir, "plugins_registry"),
@@ -217,19 +221,31 @@ func run(ctx context.Context, o *options) error {
 	return nil
 }
 
-func newClient(o *options) (kubernetes.Interface, error) {
+// newClients returns the plugin's client and the one of the background
+// device-status writes. They share the connection settings, not the rate
+// limiter: the kubelet plugin helper GETs the claim inside every prepare,
+// and behind a shared limiter those GETs would wait for status writes.
+func newClients(o *options) (mainClient, statusClient kubernetes.Interface, err error) {
 	var cfg *rest.Config
-	var err error
 	if o.kubeconfig != "" {
 		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	} else {
 		cfg, err = rest.InClusterConfig()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("API client config: %w; pass --kubeconfig when running outside a pod", err)
+		return nil, nil, fmt.Errorf("API client config: %w; pass --kubeconfig when running outside a pod", err)
 	}
-	cfg.QPS = o.kubeAPIQPS
-	cfg.Burst = o.kubeAPIBurst
 	cfg.UserAgent = "gpu-kubelet-plugin"
-	return kubernetes.NewForConfig(cfg)
+	mainCfg := rest.CopyConfig(cfg)
+	mainCfg.QPS, mainCfg.Burst = o.kubeAPIQPS, o.kubeAPIBurst
+	statusCfg := rest.CopyConfig(cfg)
+	statusCfg.QPS, statusCfg.Burst = o.statusQPS, o.statusBurst
+	statusCfg.UserAgent = "gpu-kubelet-plugin/device-status"
+	if mainClient, err = kubernetes.NewForConfig(mainCfg); err != nil {
+		return nil, nil, err
+	}
+	if statusClient, err = kubernetes.NewForConfig(statusCfg); err != nil {
+		return nil, nil, err
+	}
+	return mainClient, statusClient, nil
 }
