@@ -26,6 +26,7 @@ build: ## Build the plugin, the gpudra CLI, the static nvidia-smi stand-in and n
 	GOBIN=$(abspath $(BIN_DIR)) $(GO) install -trimpath -ldflags "-s -w" $(NVIDIA_CDI_HOOK)@$$($(GO) list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)
 
 test: ## Run all unit and plugin tests (no GPU, no cluster needed)
+	hack/cluster/build.sh helm
 	$(GO) test -count=1 ./...
 
 # Fuzz targets as package:FuzzName pairs; add yours on a line of its own.

@@ -149,3 +149,123 @@ func TestChartInstallsTheHookOnTheHost(t *testing.T) {
 		t.Errorf("simulated GPUs need no hook: %v", c.Args)
 	}
 }
+
+// gpuNodeTerms returns, per required node selector term, its label keys
+// that must be "true".
+func gpuNodeTerms(ds *appsv1.DaemonSet) [][]string {
+	a := ds.Spec.Template.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return nil
+	}
+	var out [][]string
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		var keys []string
+		for _, e := range term.MatchExpressions {
+			if e.Operator == corev1.NodeSelectorOpIn && len(e.Values) == 1 && e.Values[0] == "true" {
+				keys = append(keys, e.Key)
+			}
+		}
+		out = append(out, keys)
+	}
+	return out
+}
+
+func env(c *corev1.Container, name string) (string, bool) {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value, true
+		}
+	}
+	return "", false
+}
+
+// Defect 9: on real GPUs the plugin runs only on GPU nodes (NFD's NVIDIA
+// PCI label or the GPU Operator's, either one), overridable; simulated GPUs
+// run anywhere.
+func TestChartRunsOnGPUNodesOnly(t *testing.T) {
+	got := gpuNodeTerms(render(t))
+	want := [][]string{{"feature.node.kubernetes.io/pci-10de.present"}, {"nvidia.com/gpu.present"}}
+	if len(got) != len(want) || strings.Join(got[0], ",") != want[0][0] || strings.Join(got[1], ",") != want[1][0] {
+		t.Errorf("node selector terms %v, want %v (ORed)", got, want)
+	}
+
+	if ds := render(t, "simulate.profile=h100x8"); ds.Spec.Template.Spec.Affinity != nil {
+		t.Errorf("simulated GPUs got an affinity: %+v", ds.Spec.Template.Spec.Affinity)
+	}
+	if ds := render(t, "kubeletPlugin.gpuNodeLabels=null"); ds.Spec.Template.Spec.Affinity != nil {
+		t.Errorf("gpuNodeLabels=null kept an affinity: %+v", ds.Spec.Template.Spec.Affinity)
+	}
+	if got := gpuNodeTerms(render(t, "kubeletPlugin.gpuNodeLabels={example.com/gpu}")); len(got) != 1 || got[0][0] != "example.com/gpu" {
+		t.Errorf("own GPU label: terms %v", got)
+	}
+	custom := gpuNodeTerms(render(t,
+		"kubeletPlugin.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=pool",
+		"kubeletPlugin.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=In",
+		"kubeletPlugin.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values[0]=true"))
+	if len(custom) != 1 || len(custom[0]) != 1 || custom[0][0] != "pool" {
+		t.Errorf("a full affinity did not replace the default: %v", custom)
+	}
+}
+
+// Defect 9: the driver root is mounted with HostToContainer propagation and
+// the plugin container asks the NVIDIA runtime for no GPUs of its own.
+func TestChartDriverRootAndRuntimeSettings(t *testing.T) {
+	ds := render(t)
+	c := plugin(t, ds)
+	m := mount(c, "driver-root")
+	if m == nil || m.MountPath != "/driver-root" || !m.ReadOnly || m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer {
+		t.Errorf("driver-root mount %+v, want read-only at /driver-root with HostToContainer", m)
+	}
+	if v, ok := env(c, "NVIDIA_VISIBLE_DEVICES"); !ok || v != "void" {
+		t.Errorf("NVIDIA_VISIBLE_DEVICES = %q (set %v), want void", v, ok)
+	}
+	if v, _ := flag(c, "--driver-root"); v != "/driver-root" {
+		t.Errorf("--driver-root = %q", v)
+	}
+	if v, _ := flag(c, "--host-driver-root"); v != "/" || hostPath(ds, "driver-root") != "/" {
+		t.Errorf("--host-driver-root = %q, volume %q; want /", v, hostPath(ds, "driver-root"))
+	}
+	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+		t.Error("real GPUs need a privileged plugin container")
+	}
+}
+
+// Defect 9: the documented GPU Operator setting. The driver container's
+// root at /run/nvidia/driver reaches the plugin (HostToContainer), the
+// plugin is told the host path so CDI specs name host paths, and values
+// comments and the README say how.
+func TestChartGPUOperatorDriverRoot(t *testing.T) {
+	ds := render(t, "driverRoot=/run/nvidia/driver")
+	c := plugin(t, ds)
+	if got := hostPath(ds, "driver-root"); got != "/run/nvidia/driver" {
+		t.Errorf("driver-root volume %q", got)
+	}
+	if v, _ := flag(c, "--host-driver-root"); v != "/run/nvidia/driver" {
+		t.Errorf("--host-driver-root = %q", v)
+	}
+	if v, _ := flag(c, "--driver-root"); v != "/driver-root" {
+		t.Errorf("--driver-root = %q", v)
+	}
+	if m := mount(c, "driver-root"); m == nil || m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer {
+		t.Errorf("driver-root mount %+v", m)
+	}
+	for _, file := range []string{chartDir + "/values.yaml", "../../README.md"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), "driverRoot: /run/nvidia/driver") && !strings.Contains(string(data), "driverRoot=/run/nvidia/driver") {
+			t.Errorf("%s does not document the GPU Operator's driverRoot", file)
+		}
+	}
+}
+
+// The schema rejects what the templates cannot use.
+func TestChartSchemaRejectsBadValues(t *testing.T) {
+	for _, set := range []string{"driverRoot=run/nvidia/driver", "cdiHook.installDir=bin", "kubeletPlugin.gpuNodeLabels[0]=", "kubeletPlugin.bogus=1"} {
+		args := []string{"template", "x", chartDir, "--kube-version", "v1.37.0", "--set", set}
+		if out, err := exec.Command(helmBinary(t), args...).CombinedOutput(); err == nil {
+			t.Errorf("--set %s rendered:\n%.300s", set, out)
+		}
+	}
+}
