@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -45,6 +46,9 @@ type chaosNode struct {
 	Profile        string                       `json:"profile"`
 	FractionalGPUs []int                        `json:"fractionalGPUs"`
 	Claims         []*resourceapi.ResourceClaim `json:"claims"`
+	// Instance names the plugin's socket directories, so that two
+	// instances can serve at once as in a rolling update.
+	Instance string `json:"instance,omitempty"`
 }
 
 // runPluginChildIfRequested turns the test binary into a plugin process
@@ -78,14 +82,14 @@ func runPluginChildIfRequested() {
 	ctx := klog.NewContext(context.Background(), klog.Background())
 	_, err = Start(ctx, Config{
 		DriverName: testDriver, NodeName: testNode, Client: fakeapi.NewClientset(objects...), Backend: backend,
-		StateDir: state, CDIDir: filepath.Join(root, "cdi"), PluginDir: filepath.Join(root, "plugin"), RegistrarDir: filepath.Join(root, "registry"),
+		StateDir: state, CDIDir: filepath.Join(root, "cdi"), PluginDir: filepath.Join(root, "plugin"+cfg.Instance), RegistrarDir: filepath.Join(root, "registry"+cfg.Instance),
 		DynamicMIG: true, FractionalMemory: len(cfg.FractionalGPUs) > 0, FractionalGPUs: cfg.FractionalGPUs,
 		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},
 	})
 	if err != nil {
 		fail(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "ready"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, "ready"+cfg.Instance), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		fail(err)
 	}
 	select {}
@@ -112,7 +116,7 @@ func (r *chaosRig) start() {
 	if err := os.WriteFile(filepath.Join(r.root, "node.json"), data, 0o644); err != nil {
 		r.t.Fatal(err)
 	}
-	ready := filepath.Join(r.root, "ready")
+	ready := filepath.Join(r.root, "ready"+r.node.Instance)
 	os.Remove(ready)
 	exe, _ := os.Executable()
 	cmd := exec.Command(exe, "-test.run=^$")
@@ -139,7 +143,7 @@ func (r *chaosRig) start() {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	conn, err := grpc.NewClient("unix://"+filepath.Join(r.root, "plugin", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+filepath.Join(r.root, "plugin"+r.node.Instance, "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -367,4 +371,62 @@ func requireNothingLeft(t *testing.T, root, profile string, round int) {
 			t.Fatalf("round %d: time slice of %s left at %s", round, g.UUID, ts)
 		}
 	}
+}
+
+// TestTwoPluginProcessesOneStateDir is a rolling update: a new plugin
+// process starts on the state of one that still runs. The new one takes
+// over what the old one prepared; the old one refuses further calls, so
+// the kubelet's retry reaches the new one and nothing is done twice.
+func TestTwoPluginProcessesOneStateDir(t *testing.T) {
+	root, err := os.MkdirTemp("", "gtwo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	x := chaosClaim("x", []string{"gpu-1-mig-3g40gb-0"}, "")
+	y := chaosClaim("y", []string{"gpu-1"}, "")
+	z := chaosClaim("z", []string{"gpu-2"}, "")
+	node := chaosNode{Profile: "h100x4", Claims: []*resourceapi.ResourceClaim{x, y, z}}
+	old := &chaosRig{t: t, root: root, node: node}
+	t.Cleanup(old.kill)
+	old.start()
+	resp, err := old.prepare([]*resourceapi.ResourceClaim{x})
+	if err != nil || resp[string(x.UID)].GetError() != "" {
+		t.Fatalf("old instance prepare: %v %v", err, resp)
+	}
+	node.Instance = "-new"
+	newer := &chaosRig{t: t, root: root, node: node}
+	t.Cleanup(newer.kill)
+	newer.start() // while the old one still serves
+
+	resp, err = old.prepare([]*resourceapi.ResourceClaim{z})
+	if err != nil || !strings.Contains(resp[string(z.UID)].GetError(), "replaced by a newer one") {
+		t.Fatalf("old instance after take-over: %v %v", err, resp)
+	}
+	// The new instance knows x: same answer, and its GPU is held.
+	resp, err = newer.prepare([]*resourceapi.ResourceClaim{x, y, z})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := resp[string(x.UID)].GetError(); e != "" {
+		t.Fatalf("new instance re-prepare of x: %s", e)
+	}
+	if e := resp[string(y.UID)].GetError(); !strings.Contains(e, "shares GPU hardware") {
+		t.Fatalf("new instance gave x's GPU to y: %q", e)
+	}
+	if e := resp[string(z.UID)].GetError(); e != "" {
+		t.Fatalf("new instance prepare of z: %s", e)
+	}
+	un, err := newer.unprepare([]*resourceapi.ResourceClaim{x, z})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for uid, res := range un {
+		if res.GetError() != "" {
+			t.Fatalf("unprepare %s: %s", uid, res.GetError())
+		}
+	}
+	old.kill()
+	newer.kill()
+	requireNothingLeft(t, root, node.Profile, 0)
 }
