@@ -318,3 +318,42 @@ func TestPathsReadFromDiskAreNotTrusted(t *testing.T) {
 	n.mustPrepare(n.claim("gpu6", []string{"gpu-6"}))
 	n.unprepare(live)
 }
+
+// TestConcurrentSharedPrepareUnprepare runs prepare/unprepare cycles of
+// sharing claims on two GPUs at once. Under `make test-race` it catches a
+// record that prepare keeps changing while the store hands it to readers.
+func TestConcurrentSharedPrepareUnprepare(t *testing.T) {
+	n := newNode(t, "h100x2")
+	mps := `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"MPS"}}`
+	ts := `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Short"}}}`
+	claims := []*resourceapi.ResourceClaim{n.claim("a", []string{"gpu-0"}, mps), n.claim("b", []string{"gpu-1"}, ts)}
+	errs := make(chan error, len(claims))
+	for _, c := range claims {
+		go func() {
+			for i := range 40 {
+				ctx, cancel := contextWithTimeout(10 * time.Second)
+				resp, err := n.kubelet.NodePrepareResources(ctx, pbRequest(c))
+				if err == nil && resp.Claims[string(c.UID)].GetError() != "" {
+					err = fmt.Errorf("%s", resp.Claims[string(c.UID)].GetError())
+				}
+				if err == nil {
+					_, err = n.kubelet.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: pbClaims(c)})
+				}
+				cancel()
+				if err != nil {
+					errs <- fmt.Errorf("%s cycle %d: %w", c.Name, i, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range claims {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range claims {
+		n.requireClean(c)
+	}
+}
