@@ -10,7 +10,7 @@ export CGO_ENABLED ?= 1
 # keep every exported method of every type: +22 MB binary, +11 MiB idle RSS.
 GO_TAGS ?= grpcnotrace
 
-.PHONY: help build test fuzz lint bench bench-startup demo demo-offline print-slices e2e cluster-up cluster-down image chart-lint clean
+.PHONY: help build test fuzz chaos-local test-race lint bench bench-startup demo demo-offline print-slices e2e cluster-up cluster-down image chart-lint clean
 
 help: ## Show targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -32,7 +32,10 @@ test: ## Run all unit and plugin tests (no GPU, no cluster needed)
 # Fuzz targets as package:FuzzName pairs; add yours on a line of its own.
 # Their seed corpora (testdata/fuzz/<FuzzName>) also run as plain tests in `make test`.
 FUZZ_TARGETS += \
-	./api/resource/v1beta1:FuzzDecodeConfig
+	./api/resource/v1beta1:FuzzDecodeConfig \
+	./pkg/checkpoint:FuzzOpen \
+	./pkg/cdi:FuzzClaimSpec \
+	./pkg/driver:FuzzRecover
 FUZZTIME ?= 20s
 
 fuzz: ## Run each fuzz target in FUZZ_TARGETS for FUZZTIME (default 20s)
@@ -40,6 +43,15 @@ fuzz: ## Run each fuzz target in FUZZ_TARGETS for FUZZTIME (default 20s)
 		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
 	done
+
+CHAOS_ROUNDS ?= 100
+
+chaos-local: ## SIGKILL a plugin process at random points of prepare and unprepare, CHAOS_ROUNDS rounds (2 kills each), no cluster
+	set -o pipefail; GDRA_CHAOS_ROUNDS=$(CHAOS_ROUNDS) $(GO) test -count=1 -timeout 60m -run '^TestChaosKillsDuringPrepareAndUnprepare$$' -v ./pkg/driver/ 2>&1 | grep -E '^(=== RUN|--- |\s+chaos_test|PASS|FAIL|ok)'
+
+test-race: ## Prepare, unprepare, recovery and checkpoint tests under the race detector
+	$(GO) test -count=1 -race ./pkg/checkpoint/ ./pkg/prepare/ ./pkg/cdi/ ./pkg/sharing/
+	$(GO) test -count=1 -race -run 'Concurrent|Sharing|MPS|Restart|Recover|Failed' ./pkg/driver/
 
 STATICCHECK_VERSION ?= v0.8.2
 
