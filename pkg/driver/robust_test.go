@@ -12,6 +12,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
@@ -226,6 +227,17 @@ func TestStartNeverFailsOnItsOwnState(t *testing.T) {
 			aside, _ := filepath.Glob(filepath.Join(n.dir("state"), "checkpoint", "*.corrupt-*"))
 			if tc.movedAside && len(aside) == 0 {
 				t.Fatal("damaged record was not moved aside")
+			}
+			if tc.movedAside || tc.name == "GPU gone" {
+				waitFor(t, "a Warning event on the Node", func() bool {
+					evs, _ := n.client.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{})
+					for _, e := range evs.Items {
+						if e.InvolvedObject.Kind == "Node" && e.Reason == "PluginStateRecovery" && e.Type == "Warning" {
+							return true
+						}
+					}
+					return false
+				})
 			}
 			n.mustPrepare(n.claim("fresh", []string{"gpu-0"}))
 			// The kubelet's unprepare of the damaged claim succeeds and
