@@ -142,7 +142,9 @@ func Open(dir string) (*Store, Recovered, error) {
 		if err != nil || string(claim.UID)+fileSuffix != name {
 			aside := fmt.Sprintf("%s.corrupt-%d", path, time.Now().UnixNano())
 			if rerr := os.Rename(path, aside); rerr != nil {
-				return nil, rec, fmt.Errorf("move aside damaged checkpoint %s: %w", path, rerr)
+				// Ignoring it is still better than not starting: the
+				// record is not loaded either way.
+				aside = fmt.Sprintf("%s (could not move it aside: %v)", path, rerr)
 			}
 			rec.MovedAside = append(rec.MovedAside, aside)
 			continue
