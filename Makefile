@@ -10,7 +10,7 @@ export CGO_ENABLED ?= 1
 # keep every exported method of every type: +22 MB binary, +11 MiB idle RSS.
 GO_TAGS ?= grpcnotrace
 
-.PHONY: help build test fuzz chaos-local test-race lint bench bench-startup demo demo-offline print-slices e2e cluster-up cluster-down image chart-lint clean
+.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-startup demo demo-offline print-slices e2e cluster-up cluster-down image chart-lint clean
 
 help: ## Show targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -89,6 +89,9 @@ image: ## Build the driver image tarball (OCI layout) without a registry
 chart-lint: ## helm lint the chart (helm is built into the cache)
 	hack/cluster/build.sh helm
 	. hack/cluster/lib.sh && helm lint deployments/helm/gpu-dra-driver && helm lint deployments/helm/gpu-dra-driver --set simulate.profile=h100x8
+
+gpu-smoke: build ## Read-only check of a real GPU host, no cluster: slices vs nvidia-smi, one GPU prepared via real nvcdi
+	hack/gpu-smoke.sh
 
 print-slices: build ## Print the ResourceSlices a simulated 8x H100 node publishes
 	$(BIN_DIR)/gpu-kubelet-plugin --simulate h100x8 --node-name demo-node --print-slices

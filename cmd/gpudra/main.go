@@ -2,7 +2,8 @@
 // whole driver offline on simulated GPUs: the scheduler's allocator picks
 // devices for a few typical claims, the real plugin prepares them over its
 // kubelet socket, and the nvidia-smi stand-in shows what each container
-// would see.
+// would see. `gpudra smoke` runs the read-only checks of a real GPU host
+// that `make gpu-smoke` (hack/gpu-smoke.sh) reports.
 package main
 
 import (
@@ -17,7 +18,7 @@ import (
 func main() {
 	sharing.RunStandInIfRequested() // the demo's simulated MPS daemons
 	root := &cobra.Command{Use: "gpudra", Short: "Tools for the GPU DRA driver", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(newDemoCommand())
+	root.AddCommand(newDemoCommand(), newSmokeCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)

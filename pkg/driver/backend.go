@@ -65,6 +65,13 @@ func OpenBackend(o BackendOptions) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
+	return NewBackend(lib, o)
+}
+
+// NewBackend discovers the devices of an initialized NVML library and
+// builds the real driver's CDI edits (nvcdi under o.DriverRoot) and sharing
+// tools for them.
+func NewBackend(lib nvml.Interface, o BackendOptions) (*Backend, error) {
 	inv, err := nvdev.Discover(lib, nvdev.Options{SysfsRoot: o.SysfsRoot})
 	if err != nil {
 		return nil, fmt.Errorf("discover GPUs: %w", err)
