@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,28 +11,40 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
-
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
-// The simulated GPUs behave like MIG hardware: GPU instances are created
-// only at valid, non-overlapping placements while MIG mode is on, MIG
-// devices have UUIDs and handles, and the whole MIG state is persisted in
-// the state directory so a restarted plugin finds what the GPU still holds.
+// The simulated GPUs behave like MIG hardware:
+//
+//   - MIG mode has a current and a pending value. nvmlDeviceSetMigMode
+//     returns (activation status, return code) separately. On Ampere a
+//     change stays pending until the GPU is reset (ResetGPU; the simulator
+//     never resets by itself) and the activation status says so; on Hopper
+//     and newer it takes effect at once unless another client holds the
+//     GPU (SetInUse), when it stays pending with activation status IN_USE.
+//   - GPU instances are created only at valid placements, never
+//     overlapping, at most InstanceCount of a profile, while MIG mode is on;
+//     their IDs follow the placement as the driver's do (giIDFor).
+//   - Without privileges (SetUnprivileged) mode changes and instance
+//     creation and destruction fail with NO_PERMISSION.
+//   - MIG devices have UUIDs, handles and device attributes, a capability
+//     tree in ProcRoot, and the whole MIG state is persisted in the state
+//     directory so a restarted plugin finds what the GPU still holds.
 
 // migSim holds the wiring shared by all simulated GPUs.
 type migSim struct {
-	mu  sync.Mutex // serialises state changes and their persistence
-	dir string
-	seq int // generation of the newest state file
-	sim *Simulator
+	mu      sync.Mutex // serialises state changes and their persistence
+	dir     string
+	seq     int // generation of the newest state file
+	sim     *Simulator
+	pending map[*server.Device]int // pending MIG mode; guarded by mu
 
 	handlesMu sync.Mutex
 	handles   map[*server.ComputeInstance]nvml.Device // MIG device handles, built once
 }
 
 func (s *Simulator) wireMig() error {
-	m := &migSim{dir: s.migStateDir(), sim: s, handles: map[*server.ComputeInstance]nvml.Device{}}
+	m := &migSim{dir: s.migStateDir(), sim: s, handles: map[*server.ComputeInstance]nvml.Device{}, pending: map[*server.Device]int{}}
+	s.mig = m
 	if err := os.MkdirAll(m.dir, 0o755); err != nil {
 		return fmt.Errorf("simulated MIG state: %w", err)
 	}
@@ -39,64 +52,120 @@ func (s *Simulator) wireMig() error {
 	if err != nil {
 		return err
 	}
+	fresh := false
 	for _, d := range s.Devices {
 		dev := d.(*server.Device)
 		m.wireDevice(dev)
-		if err := m.restore(dev, state[dev.UUID]); err != nil {
+		st, ok := state[dev.UUID]
+		if !ok {
+			// Never seen: the GPU is as an admin left it at boot.
+			fresh = true
+			if s.Profile.MigEnabled {
+				st.MigMode = nvml.DEVICE_MIG_ENABLE
+			}
+		}
+		if err := m.restore(dev, st); err != nil {
 			return err
+		}
+	}
+	if fresh {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if ret := m.save(); ret != nvml.SUCCESS {
+			return fmt.Errorf("simulated MIG state: %s", nvml.ErrorString(ret))
 		}
 	}
 	return nil
 }
 
+func (m *migSim) currentMode(dev *server.Device) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return dev.MigMode
+}
+
+func needsReset(dev *server.Device) bool { return dev.Config.Architecture < nvml.DEVICE_ARCH_HOPPER }
+
 func (m *migSim) wireDevice(dev *server.Device) {
-	dev.SetMigModeFunc = func(mode int) (nvml.Return, nvml.Return) {
+	hw := m.sim.Profile.hw
+	dev.GetMigModeFunc = func() (int, int, nvml.Return) {
+		if r := m.sim.fault(dev.UUID); r != nvml.SUCCESS {
+			return 0, 0, r
+		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		dev.Lock()
-		busy := len(dev.GpuInstances) > 0
-		dev.Unlock()
-		if busy && mode == nvml.DEVICE_MIG_DISABLE {
-			return nvml.ERROR_IN_USE, nvml.ERROR_IN_USE
+		return dev.MigMode, m.pending[dev], nvml.SUCCESS
+	}
+	// SetMigMode returns (activation status, return code), in go-nvml's
+	// order. A call that fails leaves the activation status at SUCCESS, as
+	// the real binding does (it is only written when the call succeeds).
+	dev.SetMigModeFunc = func(mode int) (nvml.Return, nvml.Return) {
+		if r := m.sim.fault(dev.UUID); r != nvml.SUCCESS {
+			return nvml.SUCCESS, r
 		}
-		dev.Lock()
-		changed := dev.MigMode != mode
-		dev.MigMode = mode
-		dev.Unlock()
-		if !changed {
-			return nvml.SUCCESS, nvml.SUCCESS
+		if m.sim.unprivileged() {
+			return nvml.SUCCESS, nvml.ERROR_NO_PERMISSION
 		}
-		return nvml.SUCCESS, m.save()
+		if mode != nvml.DEVICE_MIG_ENABLE && mode != nvml.DEVICE_MIG_DISABLE {
+			return nvml.SUCCESS, nvml.ERROR_INVALID_ARGUMENT
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if mode == nvml.DEVICE_MIG_DISABLE && m.instanceCount(dev) > 0 {
+			return nvml.SUCCESS, nvml.ERROR_IN_USE
+		}
+		before := [2]int{dev.MigMode, m.pending[dev]}
+		m.pending[dev] = mode
+		activation := nvml.SUCCESS
+		switch {
+		case dev.MigMode == mode:
+		case m.sim.inUse(dev.UUID):
+			activation = nvml.ERROR_IN_USE
+		case needsReset(dev):
+			activation = nvml.ERROR_RESET_REQUIRED
+		default:
+			dev.Lock()
+			dev.MigMode = mode
+			dev.Unlock()
+		}
+		if before == [2]int{dev.MigMode, m.pending[dev]} {
+			return activation, nvml.SUCCESS
+		}
+		return activation, m.save()
 	}
 	dev.CreateGpuInstanceWithPlacementFunc = func(info *nvml.GpuInstanceProfileInfo, placement *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		dev.Lock()
-		if dev.MigMode != nvml.DEVICE_MIG_ENABLE {
-			dev.Unlock()
-			return nil, nvml.ERROR_NOT_SUPPORTED
+		if ret := m.mayCreate(dev, info); ret != nvml.SUCCESS {
+			return nil, ret
 		}
 		if !validPlacement(dev, info.Id, *placement) {
-			dev.Unlock()
 			return nil, nvml.ERROR_INVALID_ARGUMENT
 		}
-		for gi := range dev.GpuInstances {
-			if overlaps(gi.Info.Placement, *placement) {
-				dev.Unlock()
-				return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
+		return m.createGI(dev, info.Id, *placement)
+	}
+	dev.CreateGpuInstanceFunc = func(info *nvml.GpuInstanceProfileInfo) (nvml.GpuInstance, nvml.Return) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if ret := m.mayCreate(dev, info); ret != nvml.SUCCESS {
+			return nil, ret
+		}
+		for _, p := range dev.Config.MIGProfiles.GpuInstancePlacements[int(info.Id)] {
+			if gi, ret := m.createGI(dev, info.Id, p); ret != nvml.ERROR_INSUFFICIENT_RESOURCES {
+				return gi, ret
 			}
 		}
-		gi := m.newGI(dev, info.Id, *placement, dev.GpuInstanceCounter)
-		dev.GpuInstanceCounter++
-		dev.Unlock()
-		return gi, m.save()
+		return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
 	}
 	dev.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
+		if r := m.sim.fault(dev.UUID); r != nvml.SUCCESS {
+			return nil, r
+		}
 		dev.RLock()
 		defer dev.RUnlock()
 		return findByID(dev.GpuInstances, func(gi *server.GpuInstance) uint32 { return gi.Info.Id }, id)
 	}
-	dev.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
+	dev.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return int(hw.profiles[0].instances), nvml.SUCCESS }
 	dev.GetMigDeviceHandleByIndexFunc = func(index int) (nvml.Device, nvml.Return) {
 		handles := m.migHandles(dev)
 		if index < 0 || index >= len(handles) {
@@ -104,6 +173,56 @@ func (m *migSim) wireDevice(dev *server.Device) {
 		}
 		return handles[index], nvml.SUCCESS
 	}
+	baseProfileInfo := dev.GetGpuInstanceProfileInfoFunc
+	dev.GetGpuInstanceProfileInfoFunc = func(index int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
+		if r := m.sim.fault(dev.UUID); r != nvml.SUCCESS {
+			return nvml.GpuInstanceProfileInfo{}, r
+		}
+		return baseProfileInfo(index)
+	}
+}
+
+// mayCreate checks what NVML checks before creating a GPU instance of a
+// profile; the caller holds m.mu.
+func (m *migSim) mayCreate(dev *server.Device, info *nvml.GpuInstanceProfileInfo) nvml.Return {
+	if r := m.sim.fault(dev.UUID); r != nvml.SUCCESS {
+		return r
+	}
+	if m.sim.unprivileged() {
+		return nvml.ERROR_NO_PERMISSION
+	}
+	dev.RLock()
+	defer dev.RUnlock()
+	if dev.MigMode != nvml.DEVICE_MIG_ENABLE {
+		return nvml.ERROR_NOT_SUPPORTED
+	}
+	if _, ok := m.sim.Profile.hw.profileRow(info.Id); !ok {
+		return nvml.ERROR_INVALID_ARGUMENT
+	}
+	return nvml.SUCCESS
+}
+
+// createGI creates a GPU instance at a valid placement; the caller holds
+// m.mu.
+func (m *migSim) createGI(dev *server.Device, profileID uint32, placement nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
+	row, _ := m.sim.Profile.hw.profileRow(profileID)
+	n := uint32(0)
+	dev.Lock()
+	for gi := range dev.GpuInstances {
+		if gi.Info.ProfileId == profileID {
+			n++
+		}
+		if overlaps(gi.Info.Placement, placement) || n >= row.instances {
+			dev.Unlock()
+			return nil, nvml.ERROR_INSUFFICIENT_RESOURCES
+		}
+	}
+	gi := m.newGI(dev, profileID, placement, giIDFor(m.sim.Profile.hw.memSlices, placement.Start, placement.Size))
+	dev.Unlock()
+	if err := writeCap(m.sim.GICapPath(dev.Minor, int(gi.Info.Id)), GICapMinor(dev.Minor, int(gi.Info.Id))); err != nil {
+		return nil, nvml.ERROR_UNKNOWN
+	}
+	return gi, m.save()
 }
 
 // newGI creates and wires a GPU instance; the caller holds dev's lock.
@@ -113,6 +232,12 @@ func (m *migSim) newGI(dev *server.Device, profileID uint32, placement nvml.GpuI
 	gi.CreateComputeInstanceFunc = func(info *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, nvml.Return) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
+		if r := m.sim.fault(dev.UUID); r != nvml.SUCCESS {
+			return nil, r
+		}
+		if m.sim.unprivileged() {
+			return nil, nvml.ERROR_NO_PERMISSION
+		}
 		if hasComputeInstances(gi) {
 			// One compute instance spanning the whole GPU instance is all
 			// this driver creates; a second one cannot fit.
@@ -122,8 +247,9 @@ func (m *migSim) newGI(dev *server.Device, profileID uint32, placement nvml.GpuI
 		if ret != nvml.SUCCESS {
 			return nil, ret
 		}
-		m.wireCI(gi, ci.(*server.ComputeInstance))
-		if err := m.writeMigDeviceFile(dev, gi, ci.(*server.ComputeInstance)); err != nil {
+		sci := ci.(*server.ComputeInstance)
+		m.wireCI(gi, sci)
+		if err := m.writeInstanceFiles(dev, gi, sci); err != nil {
 			return nil, nvml.ERROR_UNKNOWN
 		}
 		return ci, m.save()
@@ -136,12 +262,19 @@ func (m *migSim) newGI(dev *server.Device, profileID uint32, placement nvml.GpuI
 	gi.DestroyFunc = func() nvml.Return {
 		m.mu.Lock()
 		defer m.mu.Unlock()
+		if r := m.sim.fault(dev.UUID); r != nvml.SUCCESS {
+			return r
+		}
+		if m.sim.unprivileged() {
+			return nvml.ERROR_NO_PERMISSION
+		}
 		if hasComputeInstances(gi) {
 			return nvml.ERROR_IN_USE
 		}
 		dev.Lock()
 		delete(dev.GpuInstances, gi)
 		dev.Unlock()
+		m.sim.removeGICaps(dev.Minor, int(gi.Info.Id))
 		return m.save()
 	}
 	dev.GpuInstances[gi] = struct{}{}
@@ -152,16 +285,30 @@ func (m *migSim) wireCI(gi *server.GpuInstance, ci *server.ComputeInstance) {
 	ci.DestroyFunc = func() nvml.Return {
 		m.mu.Lock()
 		defer m.mu.Unlock()
+		dev := gi.Info.Device.(*server.Device)
+		if r := m.sim.fault(dev.UUID); r != nvml.SUCCESS {
+			return r
+		}
+		if m.sim.unprivileged() {
+			return nvml.ERROR_NO_PERMISSION
+		}
 		gi.Lock()
 		delete(gi.ComputeInstances, ci)
 		gi.Unlock()
 		m.handlesMu.Lock()
 		delete(m.handles, ci)
 		m.handlesMu.Unlock()
-		dev := gi.Info.Device.(*server.Device)
 		_ = os.Remove(m.sim.MigDevicePath(migUUID(dev, gi)))
+		m.sim.removeCICap(dev.Minor, int(gi.Info.Id), int(ci.Info.Id))
 		return m.save()
 	}
+}
+
+// instanceCount is how many GPU instances a GPU holds.
+func (m *migSim) instanceCount(dev *server.Device) int {
+	dev.RLock()
+	defer dev.RUnlock()
+	return len(dev.GpuInstances)
 }
 
 // migUUID is stable for a GPU and placement, so a restarted plugin (and
@@ -170,21 +317,26 @@ func migUUID(dev *server.Device, gi *server.GpuInstance) string {
 	return StableUUID("MIG", dev.UUID, fmt.Sprint(gi.Info.ProfileId), fmt.Sprint(gi.Info.Placement.Start))
 }
 
-// writeMigDeviceFile creates the file standing in for the MIG device's
-// capability node: "<mig uuid>\t<profile>\t<parent uuid>", which the
-// nvidia-smi stand-in prints.
-func (m *migSim) writeMigDeviceFile(dev *server.Device, gi *server.GpuInstance, _ *server.ComputeInstance) error {
+// writeInstanceFiles creates the compute instance's capability file and the
+// file standing in for the MIG device's node: "<mig uuid>\t<profile>\t<parent
+// uuid>", which the nvidia-smi stand-in prints. (Files are created, never
+// truncated: on ext4 rewriting a file in place flushes it, which would cost
+// more than the rest of a MIG prepare.)
+func (m *migSim) writeInstanceFiles(dev *server.Device, gi *server.GpuInstance, ci *server.ComputeInstance) error {
+	giID, ciID := int(gi.Info.Id), int(ci.Info.Id)
+	if err := writeCap(m.sim.CICapPath(dev.Minor, giID, ciID), CICapMinor(dev.Minor, giID, ciID)); err != nil {
+		return err
+	}
 	p := m.sim.MigDevicePath(migUUID(dev, gi))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := os.Mkdir(filepath.Dir(p), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
-	info := dev.Config.MIGProfiles.GpuInstanceProfiles[int(gi.Info.ProfileId)]
-	name, err := nvdev.MigProfileName(m.sim, info, dev.MemoryInfo.Total)
-	if err != nil {
-		return err
+	row, ok := m.sim.Profile.hw.profileRow(gi.Info.ProfileId)
+	if !ok {
+		return fmt.Errorf("no MIG profile with ID %d", gi.Info.ProfileId)
 	}
-	line := fmt.Sprintf("%s\t%s\t%s\n", migUUID(dev, gi), name, dev.UUID)
-	return os.WriteFile(p, []byte(line), 0o644)
+	line := fmt.Sprintf("%s\t%s\t%s\n", migUUID(dev, gi), row.name, dev.UUID)
+	return writeIfChanged(p, []byte(line))
 }
 
 // migHandles returns a handle per MIG device (GPU instance with a compute
@@ -214,24 +366,45 @@ func (m *migSim) handle(parent *server.Device, gi *server.GpuInstance, ci *serve
 	defer m.handlesMu.Unlock()
 	h, ok := m.handles[ci]
 	if !ok {
-		h = migHandle(parent, gi, ci)
+		h = m.migHandle(parent, gi, ci)
 		m.handles[ci] = h
 	}
 	return h
 }
 
-func migHandle(parent *server.Device, gi *server.GpuInstance, ci *server.ComputeInstance) nvml.Device {
-	info := parent.Config.MIGProfiles.GpuInstanceProfiles[int(gi.Info.ProfileId)]
+func (m *migSim) migHandle(parent *server.Device, gi *server.GpuInstance, ci *server.ComputeInstance) nvml.Device {
+	row, _ := m.sim.Profile.hw.profileRow(gi.Info.ProfileId)
+	ciInfo := parent.Config.MIGProfiles.ComputeInstanceProfiles[int(gi.Info.ProfileId)][int(ci.Info.ProfileId)]
 	uuid := migUUID(parent, gi)
+	// A MIG device's attributes, as nvmlDeviceGetAttributes_v2 reports them
+	// for MIG device handles (the only handles it supports): the compute
+	// instance's SMs, the GPU instance's engines, slices and memory.
+	attrs := nvml.DeviceAttributes{
+		MultiprocessorCount: ciInfo.MultiprocessorCount, SharedCopyEngineCount: row.ce,
+		SharedDecoderCount: row.dec, SharedEncoderCount: row.enc, SharedJpegCount: row.jpeg, SharedOfaCount: row.ofa,
+		GpuInstanceSliceCount: row.slices, ComputeInstanceSliceCount: ciInfo.SliceCount, MemorySizeMB: row.memMB,
+	}
+	lost := func() nvml.Return { return m.sim.fault(parent.UUID) }
 	return &mock.Device{
 		GetUUIDFunc:                            func() (string, nvml.Return) { return uuid, nvml.SUCCESS },
 		GetGpuInstanceIdFunc:                   func() (int, nvml.Return) { return int(gi.Info.Id), nvml.SUCCESS },
 		GetComputeInstanceIdFunc:               func() (int, nvml.Return) { return int(ci.Info.Id), nvml.SUCCESS },
 		IsMigDeviceHandleFunc:                  func() (bool, nvml.Return) { return true, nvml.SUCCESS },
 		GetDeviceHandleFromMigDeviceHandleFunc: func() (nvml.Device, nvml.Return) { return parent, nvml.SUCCESS },
-		GetNameFunc:                            func() (string, nvml.Return) { return parent.Config.Name, nvml.SUCCESS },
+		GetNameFunc: func() (string, nvml.Return) {
+			return parent.Config.Name + " MIG " + row.name, nvml.SUCCESS
+		},
+		GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
+			if r := lost(); r != nvml.SUCCESS {
+				return nvml.DeviceAttributes{}, r
+			}
+			return attrs, nvml.SUCCESS
+		},
 		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
-			return nvml.Memory{Total: info.MemorySizeMB << 20}, nvml.SUCCESS
+			if r := lost(); r != nvml.SUCCESS {
+				return nvml.Memory{}, r
+			}
+			return nvml.Memory{Total: row.memMB << 20, Free: row.memMB << 20}, nvml.SUCCESS
 		},
 	}
 }
@@ -268,13 +441,73 @@ func overlaps(a, b nvml.GpuInstancePlacement) bool {
 
 // MigInstanceCount reports how many GPU instances a simulated GPU holds.
 func (s *Simulator) MigInstanceCount(uuid string) int {
-	for _, d := range s.Devices {
-		dev := d.(*server.Device)
-		if dev.UUID == uuid {
-			dev.RLock()
-			defer dev.RUnlock()
-			return len(dev.GpuInstances)
-		}
+	if dev := s.device(uuid); dev != nil {
+		return s.mig.instanceCount(dev)
 	}
 	return 0
+}
+
+func (s *Simulator) device(uuid string) *server.Device {
+	for _, d := range s.Devices {
+		if dev := d.(*server.Device); dev.UUID == uuid {
+			return dev
+		}
+	}
+	return nil
+}
+
+// ResetGPU resets a GPU as `nvidia-smi --gpu-reset` does: a pending MIG mode
+// takes effect (turning MIG mode off removes every MIG instance). It fails
+// while another client holds the GPU. The simulator never resets a GPU by
+// itself; this is the admin's action.
+func (s *Simulator) ResetGPU(uuid string) error {
+	dev := s.device(uuid)
+	if dev == nil {
+		return fmt.Errorf("no simulated GPU %s", uuid)
+	}
+	if s.inUse(uuid) {
+		return errors.New("the GPU is in use by another client")
+	}
+	m := s.mig
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dev.Lock()
+	dev.MigMode = m.pending[dev]
+	if dev.MigMode == nvml.DEVICE_MIG_DISABLE {
+		for gi := range dev.GpuInstances {
+			gi.Lock()
+			for ci := range gi.ComputeInstances {
+				_ = os.Remove(s.MigDevicePath(migUUID(dev, gi)))
+				s.removeCICap(dev.Minor, int(gi.Info.Id), int(ci.Info.Id))
+				m.handlesMu.Lock()
+				delete(m.handles, ci)
+				m.handlesMu.Unlock()
+			}
+			gi.Unlock()
+			s.removeGICaps(dev.Minor, int(gi.Info.Id))
+			delete(dev.GpuInstances, gi)
+		}
+	}
+	dev.Unlock()
+	if ret := m.save(); ret != nvml.SUCCESS {
+		return fmt.Errorf("save simulated MIG state: %s", nvml.ErrorString(ret))
+	}
+	return nil
+}
+
+// SetMigModeAsAdmin sets a GPU's MIG mode as an admin does on any GPU:
+// nvidia-smi -mig followed, where the GPU needs it, by a reset.
+func (s *Simulator) SetMigModeAsAdmin(uuid string, mode int) error {
+	dev := s.device(uuid)
+	if dev == nil {
+		return fmt.Errorf("no simulated GPU %s", uuid)
+	}
+	activation, ret := dev.SetMigMode(mode)
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("set MIG mode: %s", nvml.ErrorString(ret))
+	}
+	if activation == nvml.SUCCESS {
+		return nil
+	}
+	return s.ResetGPU(uuid)
 }

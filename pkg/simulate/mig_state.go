@@ -14,8 +14,11 @@ import (
 
 // migState is the persisted MIG state of one GPU.
 type migState struct {
-	MigMode   int             `json:"migMode"`
-	Instances []instanceState `json:"instances,omitempty"`
+	MigMode int `json:"migMode"`
+	// PendingMigMode is the mode a reset would activate; absent when it is
+	// MigMode.
+	PendingMigMode *int            `json:"pendingMigMode,omitempty"`
+	Instances      []instanceState `json:"instances,omitempty"`
 }
 
 type instanceState struct {
@@ -61,15 +64,25 @@ func (m *migSim) restore(dev *server.Device, st migState) error {
 	dev.Lock()
 	defer dev.Unlock()
 	dev.MigMode = st.MigMode
+	m.pending[dev] = st.MigMode
+	if st.PendingMigMode != nil {
+		m.pending[dev] = *st.PendingMigMode
+	}
 	for _, in := range st.Instances {
+		if _, ok := m.sim.Profile.hw.profileRow(in.ProfileID); !ok {
+			continue // recorded by an older simulator with other profile IDs
+		}
 		gi := m.newGI(dev, in.ProfileID, nvml.GpuInstancePlacement{Start: in.Start, Size: in.Size}, in.ID)
 		dev.GpuInstanceCounter = max(dev.GpuInstanceCounter, in.ID+1)
+		if err := writeCap(m.sim.GICapPath(dev.Minor, int(in.ID)), GICapMinor(dev.Minor, int(in.ID))); err != nil {
+			return err
+		}
 		for _, c := range in.ComputeInstances {
 			ci := server.NewComputeInstanceFromInfo(nvml.ComputeInstanceInfo{Device: dev, GpuInstance: gi, Id: c.ID, ProfileId: c.ProfileID})
 			m.wireCI(gi, ci)
 			gi.ComputeInstances[ci] = struct{}{}
 			gi.ComputeInstanceCounter = max(gi.ComputeInstanceCounter, c.ID+1)
-			if err := m.writeMigDeviceFile(dev, gi, ci); err != nil {
+			if err := m.writeInstanceFiles(dev, gi, ci); err != nil {
 				return err
 			}
 		}
@@ -84,6 +97,9 @@ func (m *migSim) save() nvml.Return {
 		dev := d.(*server.Device)
 		dev.RLock()
 		st := migState{MigMode: dev.MigMode}
+		if p := m.pending[dev]; p != dev.MigMode {
+			st.PendingMigMode = &p
+		}
 		for gi := range dev.GpuInstances {
 			in := instanceState{ProfileID: gi.Info.ProfileId, Start: gi.Info.Placement.Start, Size: gi.Info.Placement.Size, ID: gi.Info.Id}
 			gi.RLock()
@@ -95,9 +111,9 @@ func (m *migSim) save() nvml.Return {
 		}
 		dev.RUnlock()
 		sort.Slice(st.Instances, func(a, b int) bool { return st.Instances[a].Start < st.Instances[b].Start })
-		if st.MigMode != 0 || len(st.Instances) > 0 {
-			state[dev.UUID] = st
-		}
+		// Every GPU is recorded, MIG mode off included: a GPU without a
+		// record is one the simulator has never seen (see wireMig).
+		state[dev.UUID] = st
 	}
 	data, err := json.Marshal(state)
 	if err != nil {

@@ -1,7 +1,9 @@
 // Package simulate provides simulated NVIDIA GPUs for nodes without any:
-// go-nvml's mock servers, wired for every NVML call this driver makes, with
-// identities that are stable for a profile and node name and device files
-// that live under a state directory instead of the host's /dev.
+// go-nvml's mock servers, wired for every NVML call this driver makes with
+// the answers real hardware gives (profile IDs, MIG mode semantics, SM
+// counts, errors), identities that are stable for a profile and node name,
+// and device files that live under a state directory instead of the host's
+// /dev.
 package simulate
 
 import (
@@ -20,50 +22,58 @@ const (
 	CudaDriverVersion = 12080
 )
 
-// models maps the model part of a profile name to go-nvml's GPU tables.
-// Product names are those real GPUs report (the mock's A100-40GB name
-// carries a "Mock" prefix that demo manifests would not match).
-var models = map[string]gpus.Config{
-	"a100-40gb": withName(gpus.A100_SXM4_40GB, "NVIDIA A100-SXM4-40GB"),
-	"a100-80gb": gpus.A100_SXM4_80GB,
-	"a30":       gpus.A30_PCIE_24GB,
-	"h100":      gpus.H100_SXM5_80GB,
-	"h200":      gpus.H200_SXM5_141GB,
-	"b200":      gpus.B200_SXM5_180GB,
+// models maps the model part of a profile name to its hardware tables
+// (models.go).
+var models = map[string]model{
+	"a100-40gb": a100_40gb,
+	"a100-80gb": a100_80gb,
+	"a30":       a30,
+	"h100":      h100,
+	"h200":      h200,
+	"b200":      b200,
 }
 
 // MaxGPUs bounds a profile's GPU count; real nodes carry at most 16.
 const MaxGPUs = 64
 
-func withName(c gpus.Config, name string) gpus.Config {
-	c.Name = name
-	return c
-}
+// MigSuffix, appended to a profile ("a100-80gbx4:mig"), starts every GPU
+// with MIG mode enabled, as an admin would have set it. On Ampere GPUs,
+// whose MIG mode only changes with a GPU reset, that is the only way they
+// offer MIG devices.
+const MigSuffix = ":mig"
 
-// Profile is a parsed --simulate value such as "h100x8".
+// Profile is a parsed --simulate value such as "h100x8". Name is the
+// value without the MIG suffix: identities derive from it, so the same node
+// with MIG mode on has the same GPUs.
 type Profile struct {
 	Name  string
 	Model string
 	Count int
 	GPU   gpus.Config
+	// MigEnabled starts GPUs without a recorded state in MIG mode.
+	MigEnabled bool
+	hw         model
 }
 
-// ParseProfile parses "<model>x<count>", e.g. "a100-80gbx4".
+// ParseProfile parses "<model>x<count>[:mig]", e.g. "a100-80gbx4".
 func ParseProfile(s string) (Profile, error) {
-	i := strings.LastIndex(s, "x")
+	base, migEnabled := strings.CutSuffix(s, MigSuffix)
+	i := strings.LastIndex(base, "x")
 	if i <= 0 {
-		return Profile{}, fmt.Errorf("simulate profile %q: want <model>x<count>, e.g. h100x8; models: %s", s, strings.Join(ModelNames(), ", "))
+		return Profile{}, fmt.Errorf("simulate profile %q: want <model>x<count>[%s], e.g. h100x8; models: %s", s, MigSuffix, strings.Join(ModelNames(), ", "))
 	}
-	model, countStr := s[:i], s[i+1:]
-	cfg, ok := models[model]
+	name, countStr := base[:i], base[i+1:]
+	m, ok := models[name]
 	if !ok {
-		return Profile{}, fmt.Errorf("simulate profile %q: unknown model %q; models: %s", s, model, strings.Join(ModelNames(), ", "))
+		return Profile{}, fmt.Errorf("simulate profile %q: unknown model %q; models: %s", s, name, strings.Join(ModelNames(), ", "))
 	}
 	count, err := strconv.Atoi(countStr)
 	if err != nil || count < 1 || count > MaxGPUs {
 		return Profile{}, fmt.Errorf("simulate profile %q: GPU count %q must be a number from 1 to %d", s, countStr, MaxGPUs)
 	}
-	return Profile{Name: s, Model: model, Count: count, GPU: cfg}, nil
+	cfg := m.config
+	cfg.MIGProfiles = m.migProfiles()
+	return Profile{Name: base, Model: name, Count: count, GPU: cfg, MigEnabled: migEnabled, hw: m}, nil
 }
 
 // ModelNames lists the models a profile may name.

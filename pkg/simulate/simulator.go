@@ -2,10 +2,10 @@ package simulate
 
 import (
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
@@ -16,12 +16,18 @@ import (
 )
 
 // Simulator is a simulated node: an nvml.Interface plus the files that real
-// hardware would have (device nodes, sysfs PCI topology).
+// hardware would have (device nodes, sysfs PCI topology, the MIG
+// capabilities in procfs).
 type Simulator struct {
 	*server.Server
 	Profile Profile
 	// Dir holds everything the simulator writes.
 	Dir string
+
+	mig    *migSim
+	events *eventHub
+	// noFaultsAt is when the faults directory was last found missing.
+	noFaultsAt atomic.Int64
 }
 
 // GPUsPerPCIeRoot is how many simulated GPUs share a PCIe root complex; two
@@ -34,21 +40,36 @@ const GPUsPerNUMANode = 4
 // New builds a simulated node. Identities derive from the profile name and
 // node name only, so a restarted plugin sees the same devices.
 func New(profile Profile, nodeName, dir string) (*Simulator, error) {
+	if profile.hw.cores == 0 {
+		// A Profile built by hand rather than by ParseProfile.
+		p, err := ParseProfile(fmt.Sprintf("%sx%d", profile.Model, profile.Count))
+		if err != nil {
+			return nil, err
+		}
+		p.MigEnabled = profile.MigEnabled
+		profile = p
+	}
 	configs := make([]gpus.Config, profile.Count)
 	for i := range configs {
 		configs[i] = profile.GPU
 	}
 	srv := server.NewServerWithGPUs(DriverVersion, NVMLVersion, CudaDriverVersion, configs...)
 	sim := &Simulator{Server: srv, Profile: profile, Dir: dir}
+	var minors []int
 	for _, d := range srv.Devices {
 		dev := d.(*server.Device)
 		dev.UUID = StableUUID("GPU", profile.Name, nodeName, fmt.Sprint(dev.Index))
 		dev.PciBusID = PCIBusID(dev.Index)
 		sim.wireDevice(dev)
+		minors = append(minors, dev.Minor)
 	}
 	if err := sim.writeHostFiles(); err != nil {
 		return nil, err
 	}
+	if err := sim.writeProcFiles(minors); err != nil {
+		return nil, fmt.Errorf("simulated procfs: %w", err)
+	}
+	sim.wireEvents()
 	if err := sim.wireMig(); err != nil {
 		return nil, err
 	}
@@ -72,23 +93,74 @@ func PCIBusID(i int) string { return fmt.Sprintf("0000:%02x:00.0", 0x18+i*8) }
 // PCIeRoot returns the root complex of simulated GPU i.
 func PCIeRoot(i int) string { return fmt.Sprintf("pci0000:%02x", 0x10+(i/GPUsPerPCIeRoot)*0x20) }
 
-// wireDevice fills in what go-nvml's mock leaves unwired or too thin.
+// wireDevice fills in what go-nvml's mock leaves unwired or too thin, and
+// makes the GPU's queries fail while a fault is injected (faults.go).
 func (s *Simulator) wireDevice(dev *server.Device) {
+	hw := s.Profile.hw
+	fault := func() nvml.Return { return s.fault(dev.UUID) }
 	dev.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
+		if r := fault(); r != nvml.SUCCESS {
+			return nvml.PciInfo{}, r
+		}
 		info := nvml.PciInfo{PciDeviceId: dev.Config.PciDeviceId}
 		// NVML reports an 8-digit domain in upper case.
 		copyCString(info.BusId[:], "0000"+upper(dev.PciBusID))
 		copyCString(info.BusIdLegacy[:], upper(dev.PciBusID))
 		return info, nvml.SUCCESS
 	}
-	baseMemory := dev.GetMemoryInfoFunc
 	dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
-		if s.IsLost(dev.UUID) {
-			return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST
+		if r := fault(); r != nvml.SUCCESS {
+			return nvml.Memory{}, r
 		}
-		return baseMemory()
+		return nvml.Memory{Total: dev.MemoryInfo.Total, Free: dev.MemoryInfo.Total}, nvml.SUCCESS
 	}
+	dev.GetNameFunc = func() (string, nvml.Return) {
+		if r := fault(); r != nvml.SUCCESS {
+			return "", r
+		}
+		return dev.Config.Name, nvml.SUCCESS
+	}
+	dev.GetBrandFunc = func() (nvml.BrandType, nvml.Return) {
+		if r := fault(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return dev.Config.Brand, nvml.SUCCESS
+	}
+	dev.GetArchitectureFunc = func() (nvml.DeviceArchitecture, nvml.Return) {
+		if r := fault(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		return dev.Config.Architecture, nvml.SUCCESS
+	}
+	dev.GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) {
+		if r := fault(); r != nvml.SUCCESS {
+			return 0, 0, r
+		}
+		return dev.Config.CudaMajor, dev.Config.CudaMinor, nvml.SUCCESS
+	}
+	// The CUDA core count; NVML does not answer it while MIG mode is on.
+	dev.GetNumGpuCoresFunc = func() (int, nvml.Return) {
+		if r := fault(); r != nvml.SUCCESS {
+			return 0, r
+		}
+		if s.mig != nil && s.mig.currentMode(dev) == nvml.DEVICE_MIG_ENABLE {
+			return 0, nvml.ERROR_NOT_SUPPORTED
+		}
+		return hw.cores, nvml.SUCCESS
+	}
+	// nvmlDeviceGetAttributes_v2 "currently only supports MIG device
+	// handles" (NVML API reference).
+	dev.GetAttributesFunc = func() (nvml.DeviceAttributes, nvml.Return) {
+		if r := fault(); r != nvml.SUCCESS {
+			return nvml.DeviceAttributes{}, r
+		}
+		return nvml.DeviceAttributes{}, nvml.ERROR_NOT_SUPPORTED
+	}
+	dev.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return false, nvml.SUCCESS }
 }
+
+// SMs is the number of SMs of a simulated GPU.
+func (s *Simulator) SMs() int { return s.Profile.hw.sms }
 
 // DevicePath is the simulated /dev/nvidiaN of GPU minor.
 func (s *Simulator) DevicePath(minor int) string {
@@ -152,33 +224,6 @@ func (s *Simulator) writeSysfs(index int, busID string) error {
 	return nil
 }
 
-func (s *Simulator) faultPath(uuid string) string {
-	return filepath.Join(s.Dir, "faults", uuid+".lost")
-}
-
-// SetLost injects (or clears) a "GPU is lost" failure: NVML calls on that
-// GPU then fail as they do when a real GPU falls off the bus. The marker is
-// a file so that an operator can inject it into a running plugin too.
-func (s *Simulator) SetLost(uuid string, lost bool) error {
-	p := s.faultPath(uuid)
-	if !lost {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(p, nil, 0o644)
-}
-
-// IsLost reports whether a lost-GPU failure is injected.
-func (s *Simulator) IsLost(uuid string) bool {
-	_, err := os.Stat(s.faultPath(uuid))
-	return err == nil
-}
-
 func writeIfChanged(path string, data []byte) error {
 	if cur, err := os.ReadFile(path); err == nil && string(cur) == string(data) {
 		return nil
@@ -225,7 +270,7 @@ func (s *Simulator) TimeSlice(uuid string) string {
 }
 
 // Discover builds a simulated node from a profile name and discovers it as
-// the plugin does; simulated GPUs switch MIG mode without a reset.
+// the plugin discovers real GPUs.
 func Discover(profile, nodeName, dir string) (*Simulator, *nvdev.Inventory, error) {
 	p, err := ParseProfile(profile)
 	if err != nil {
@@ -235,7 +280,7 @@ func Discover(profile, nodeName, dir string) (*Simulator, *nvdev.Inventory, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	inv, err := nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot(), MigModeChangeWithoutReset: true})
+	inv, err := nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("discover simulated GPUs: %w", err)
 	}
