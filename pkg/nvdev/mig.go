@@ -6,6 +6,7 @@ import (
 
 	"github.com/NVIDIA/go-nvlib/pkg/nvlib/device"
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/klog/v2"
 )
 
 // MigProfile is one GPU instance profile a MIG-capable GPU supports, with
@@ -13,9 +14,16 @@ import (
 type MigProfile struct {
 	// Name is NVIDIA's profile name, e.g. "1g.10gb" or "1g.10gb+me".
 	Name string
-	// GIProfileID and CIProfileID select the GPU and compute instance
-	// profiles; the compute instance always spans the whole GPU instance.
+	// GIProfileID is the profile ID NVML reports (Info.Id; the "ID" column
+	// of `nvidia-smi mig -lgip`, e.g. 19 for an H100's 1g.10gb).
 	GIProfileID int
+	// GIProfileIndex is the nvml.GPU_INSTANCE_PROFILE_* value the profile
+	// is looked up by (0 for 1g.10gb). It differs from GIProfileID on real
+	// hardware; go-nvlib names profiles by it.
+	GIProfileIndex int
+	// CIProfileID selects the compute instance profile that spans the whole
+	// GPU instance (the COMPUTE_INSTANCE_PROFILE_* value, which is also its
+	// ID).
 	CIProfileID int
 	Info        nvml.GpuInstanceProfileInfo
 	Placements  []nvml.GpuInstancePlacement
@@ -65,13 +73,17 @@ func computeProfileFor(slices uint32) (int, bool) {
 }
 
 // MigProfileName returns NVIDIA's name for a GPU instance profile on a GPU
-// with memoryBytes of memory, e.g. "3g.40gb".
-func MigProfileName(lib nvml.Interface, info nvml.GpuInstanceProfileInfo, memoryBytes uint64) (string, error) {
+// with memoryBytes of memory, e.g. "3g.40gb". index is the
+// nvml.GPU_INSTANCE_PROFILE_* value the profile was looked up by: go-nvlib
+// derives the slice count and the "+me" suffix from it, not from the
+// profile ID NVML reports in info.Id (19 for an H100's 1g.10gb, which
+// go-nvlib would reject).
+func MigProfileName(lib nvml.Interface, index int, info nvml.GpuInstanceProfileInfo, memoryBytes uint64) (string, error) {
 	ci, ok := computeProfileFor(info.SliceCount)
 	if !ok {
 		return "", fmt.Errorf("no compute profile for %d slices", info.SliceCount)
 	}
-	p, err := device.New(lib).NewMigProfile(int(info.Id), ci, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, info.MemorySizeMB, memoryBytes)
+	p, err := device.New(lib).NewMigProfile(index, ci, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, info.MemorySizeMB, memoryBytes)
 	if err != nil {
 		return "", err
 	}
@@ -82,13 +94,14 @@ func MigProfileName(lib nvml.Interface, info nvml.GpuInstanceProfileInfo, memory
 // come from go-nvlib so they match nvidia-smi and NVIDIA's tooling.
 func migProfiles(lib nvml.Interface, dev nvml.Device, memoryBytes uint64) ([]MigProfile, error) {
 	var out []MigProfile
-	for id := 0; id < nvml.GPU_INSTANCE_PROFILE_COUNT; id++ {
-		info, ret := dev.GetGpuInstanceProfileInfo(id)
+	names := map[string]int{}
+	for index := 0; index < nvml.GPU_INSTANCE_PROFILE_COUNT; index++ {
+		info, ret := dev.GetGpuInstanceProfileInfo(index)
 		if ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT {
 			continue
 		}
 		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("get MIG profile %d: %s", id, nvml.ErrorString(ret))
+			return nil, fmt.Errorf("get MIG profile %d: %s", index, nvml.ErrorString(ret))
 		}
 		ci, ok := computeProfileFor(info.SliceCount)
 		if !ok {
@@ -96,13 +109,21 @@ func migProfiles(lib nvml.Interface, dev nvml.Device, memoryBytes uint64) ([]Mig
 		}
 		placements, ret := dev.GetGpuInstancePossiblePlacements(&info)
 		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("get placements of MIG profile %d: %s", id, nvml.ErrorString(ret))
+			return nil, fmt.Errorf("get placements of MIG profile ID %d (index %d): %s", info.Id, index, nvml.ErrorString(ret))
 		}
-		name, err := MigProfileName(lib, info, memoryBytes)
+		name, err := MigProfileName(lib, index, info, memoryBytes)
 		if err != nil {
+			klog.InfoS("Skipping a MIG profile go-nvlib cannot name", "profileID", info.Id, "index", index, "err", err)
 			continue // a profile go-nvlib does not know yet; skip rather than fail the node
 		}
-		out = append(out, MigProfile{Name: name, GIProfileID: id, CIProfileID: ci, Info: info, Placements: placements})
+		if other, dup := names[name]; dup {
+			// Two profiles with one name would publish duplicate devices
+			// and the pool would be rejected; keep the first.
+			klog.InfoS("Skipping a MIG profile whose name another profile already has", "name", name, "profileID", info.Id, "otherProfileID", other)
+			continue
+		}
+		names[name] = int(info.Id)
+		out = append(out, MigProfile{Name: name, GIProfileID: int(info.Id), GIProfileIndex: index, CIProfileID: ci, Info: info, Placements: placements})
 	}
 	sort.SliceStable(out, func(a, b int) bool { return out[a].Info.SliceCount < out[b].Info.SliceCount })
 	return out, nil
