@@ -4,9 +4,11 @@
 package mig
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"k8s.io/klog/v2"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
@@ -28,7 +30,7 @@ type Instance struct {
 // Create makes a MIG device at exactly the placement, turning MIG mode on
 // first when needed. On failure nothing is left behind.
 func Create(dev nvml.Device, p Placement) (Instance, error) {
-	if err := ensureMigMode(dev, nvml.DEVICE_MIG_ENABLE); err != nil {
+	if err := enableMigMode(dev); err != nil {
 		return Instance{}, err
 	}
 	info := p.Profile.Info
@@ -99,9 +101,47 @@ func Destroy(dev nvml.Device, giID, ciID int) error {
 }
 
 // DisableIfEmpty turns MIG mode off when no GPU instance is left, so the GPU
-// can again be used whole. It is only called on GPUs whose MIG mode changes
-// without a reset.
+// can again be used whole. A change that another client keeps pending (the driver reports the activation
+// status IN_USE) is not an error: the GPU stays in MIG mode, and a
+// whole-GPU claim checks again (RequireMigDisabled).
 func DisableIfEmpty(dev nvml.Device, profiles []nvdev.MigProfile) error {
+	err := disableIfEmpty(dev, profiles)
+	var pending *PendingError
+	if errors.As(err, &pending) {
+		klog.InfoS("MIG mode stays on for now", "reason", err)
+		return nil
+	}
+	return err
+}
+
+// RequireMigDisabled makes sure a GPU whose MIG devices are published next
+// to the whole GPU can be used whole: MIG mode off, or turned off now.
+func RequireMigDisabled(dev nvml.Device, profiles []nvdev.MigProfile) error {
+	if err := disableIfEmpty(dev, profiles); err != nil {
+		return fmt.Errorf("the GPU cannot be used whole while MIG mode is on: %w", err)
+	}
+	current, _, ret := dev.GetMigMode()
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("get MIG mode: %s", nvml.ErrorString(ret))
+	}
+	if current != nvml.DEVICE_MIG_DISABLE {
+		return errors.New("the GPU cannot be used whole while MIG mode is on")
+	}
+	return nil
+}
+
+func disableIfEmpty(dev nvml.Device, profiles []nvdev.MigProfile) error {
+	current, pending, ret := dev.GetMigMode()
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("get MIG mode: %s", nvml.ErrorString(ret))
+	}
+	if current == nvml.DEVICE_MIG_DISABLE && pending == nvml.DEVICE_MIG_DISABLE {
+		return nil
+	}
+	if current == nvml.DEVICE_MIG_DISABLE {
+		// An enable is pending: withdraw it. There are no instances.
+		return setMigMode(dev, nvml.DEVICE_MIG_DISABLE)
+	}
 	for _, p := range profiles {
 		info := p.Info
 		gis, ret := dev.GetGpuInstances(&info)
@@ -112,19 +152,62 @@ func DisableIfEmpty(dev nvml.Device, profiles []nvdev.MigProfile) error {
 			return nil
 		}
 	}
-	return ensureMigMode(dev, nvml.DEVICE_MIG_DISABLE)
+	return setMigMode(dev, nvml.DEVICE_MIG_DISABLE)
 }
 
-func ensureMigMode(dev nvml.Device, mode int) error {
+// enableMigMode turns MIG mode on.
+func enableMigMode(dev nvml.Device) error {
+	current, pending, ret := dev.GetMigMode()
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("get MIG mode: %s", nvml.ErrorString(ret))
+	}
+	if current == nvml.DEVICE_MIG_ENABLE {
+		if pending != nvml.DEVICE_MIG_ENABLE {
+			// An earlier disable is still pending; cancel it.
+			return setMigMode(dev, nvml.DEVICE_MIG_ENABLE)
+		}
+		return nil
+	}
+	return setMigMode(dev, nvml.DEVICE_MIG_ENABLE)
+}
+
+// PendingError says that NVML accepted a MIG mode change that has not taken
+// effect: the GPU needs a reset, or another client holds it.
+type PendingError struct {
+	Mode       int
+	Activation nvml.Return
+}
+
+func (e *PendingError) Error() string {
+	return fmt.Sprintf("MIG mode %s is pending, not active: %s", modeName(e.Mode), nvml.ErrorString(e.Activation))
+}
+
+// setMigMode changes MIG mode and checks both what nvmlDeviceSetMigMode
+// returns and the activation status it reports: the call can succeed while
+// the change stays pending ("activationStatus would return the appropriate
+// error code upon unsuccessful activation", NVML API reference). go-nvml
+// returns them as (activationStatus, return).
+func setMigMode(dev nvml.Device, mode int) error {
+	activation, ret := dev.SetMigMode(mode)
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("set MIG mode %s: %s", modeName(mode), nvml.ErrorString(ret))
+	}
+	if activation != nvml.SUCCESS {
+		return &PendingError{Mode: mode, Activation: activation}
+	}
 	current, _, ret := dev.GetMigMode()
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("get MIG mode: %s", nvml.ErrorString(ret))
 	}
-	if current == mode {
-		return nil
-	}
-	if ret, _ := dev.SetMigMode(mode); ret != nvml.SUCCESS {
-		return fmt.Errorf("set MIG mode to %d: %s", mode, nvml.ErrorString(ret))
+	if current != mode {
+		return &PendingError{Mode: mode, Activation: nvml.SUCCESS}
 	}
 	return nil
+}
+
+func modeName(mode int) string {
+	if mode == nvml.DEVICE_MIG_ENABLE {
+		return "enabled"
+	}
+	return "disabled"
 }

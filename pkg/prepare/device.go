@@ -13,9 +13,11 @@ func (s *State) configureDevice(rec *checkpoint.PreparedDevice, dev *Allocatable
 	switch dev.Kind {
 	case WholeGPU:
 		if dev.Partitionable {
-			// A crash may have left MIG mode on with nothing in it; the
-			// scheduler guarantees no MIG device of this GPU is allocated.
-			return mig.DisableIfEmpty(dev.GPU.Device, dev.GPU.MigProfiles)
+			// A crash, or a client that kept an earlier change pending, may
+			// have left MIG mode on with nothing in it; the scheduler
+			// guarantees no MIG device of this GPU is allocated. A GPU in
+			// MIG mode cannot be used whole, so this must succeed.
+			return mig.RequireMigDisabled(dev.GPU.Device, dev.GPU.MigProfiles)
 		}
 		return nil
 	case DynamicMig:
@@ -44,6 +46,6 @@ func (s *State) releaseDevice(rec checkpoint.PreparedDevice) error {
 		return err
 	}
 	// Return the GPU to non-MIG mode when nothing is left, so it can be
-	// used whole again (only offered on GPUs that need no reset for it).
+	// used whole again (never on GPUs that need a reset for it).
 	return mig.DisableIfEmpty(dev.GPU.Device, dev.GPU.MigProfiles)
 }
