@@ -36,8 +36,7 @@ func allocatable(pool string, inv *nvdev.Inventory, o slices.Options) (map[strin
 	}
 	for _, g := range inv.GPUs {
 		mode := slices.ModeOf(g, o)
-		switch mode {
-		case slices.Whole, slices.DynamicMIG, slices.Shareable:
+		if slices.WholeGPUPublished(g, mode) {
 			add(&prepare.AllocatableDevice{Name: slices.GPUDeviceName(g.Minor), Kind: prepare.WholeGPU, GPU: g, Partitionable: mode == slices.DynamicMIG})
 		}
 		switch mode {

@@ -34,7 +34,7 @@ func (n *node) parentOf(i int) (uuid string, instances func() int, migMode func(
 }
 
 func TestMigPrepareCreatesAndUnprepareDestroys(t *testing.T) {
-	n := newMigNode(t, "a100-80gbx1")
+	n := newMigNode(t, "h100x1")
 	parentUUID, instances, migMode := n.parent()
 	claim := n.claim("four", fourMig)
 	ids := n.mustPrepare(claim)
@@ -135,12 +135,16 @@ func TestStaticMig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(root)
-	// The admin's layout, made through NVML before the plugin starts.
-	_, inv, err := simulate.Discover("a100-80gbx2", testNode, filepath.Join(root, "state", "simulated"))
+	// The admin's layout, made through NVML before the plugin starts (an
+	// A100 changes MIG mode only with a reset, which only an admin does).
+	sim, inv, err := simulate.Discover("a100-80gbx2", testNode, filepath.Join(root, "state", "simulated"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := inv.GPUs[1]
+	if err := sim.SetMigModeAsAdmin(g.UUID, nvml.DEVICE_MIG_ENABLE); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []struct {
 		name  string
 		start uint32

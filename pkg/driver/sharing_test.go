@@ -142,7 +142,7 @@ func TestMemoryFractionSharesOneDaemon(t *testing.T) {
 }
 
 func TestMigWithMPS(t *testing.T) {
-	n := newMigNode(t, "a100-80gbx1")
+	n := newMigNode(t, "a100-80gbx1:mig")
 	claim := n.claim("mig-mps", []string{"gpu-0-mig-3g40gb-4"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"MPS","mpsConfig":{"defaultPinnedDeviceMemoryLimit":"8Gi"}}}`)
 	n.mustPrepare(claim)
 	rec, _ := n.driver.state.Store.Get(claim.UID)

@@ -28,7 +28,8 @@ type Instance struct {
 }
 
 // Create makes a MIG device at exactly the placement, turning MIG mode on
-// first when needed. On failure nothing is left behind.
+// first when needed and possible without a reset. On failure nothing is
+// left behind.
 func Create(dev nvml.Device, p Placement) (Instance, error) {
 	if err := enableMigMode(dev); err != nil {
 		return Instance{}, err
@@ -101,7 +102,10 @@ func Destroy(dev nvml.Device, giID, ciID int) error {
 }
 
 // DisableIfEmpty turns MIG mode off when no GPU instance is left, so the GPU
-// can again be used whole. A change that another client keeps pending (the driver reports the activation
+// can again be used whole. It never changes the MIG mode of a GPU that
+// needs a reset for it (Ampere): there MIG mode is the admin's, and a
+// disable would only sit pending until the next reset or reboot. A change
+// that another client keeps pending (the driver reports the activation
 // status IN_USE) is not an error: the GPU stays in MIG mode, and a
 // whole-GPU claim checks again (RequireMigDisabled).
 func DisableIfEmpty(dev nvml.Device, profiles []nvdev.MigProfile) error {
@@ -138,6 +142,9 @@ func disableIfEmpty(dev nvml.Device, profiles []nvdev.MigProfile) error {
 	if current == nvml.DEVICE_MIG_DISABLE && pending == nvml.DEVICE_MIG_DISABLE {
 		return nil
 	}
+	if nvdev.MigModeChangeNeedsReset(dev) {
+		return nil
+	}
 	if current == nvml.DEVICE_MIG_DISABLE {
 		// An enable is pending: withdraw it. There are no instances.
 		return setMigMode(dev, nvml.DEVICE_MIG_DISABLE)
@@ -155,18 +162,23 @@ func disableIfEmpty(dev nvml.Device, profiles []nvdev.MigProfile) error {
 	return setMigMode(dev, nvml.DEVICE_MIG_DISABLE)
 }
 
-// enableMigMode turns MIG mode on.
+// enableMigMode turns MIG mode on where the GPU can change it without a
+// reset. On a GPU that needs a reset only an admin can turn it on, and such
+// GPUs are only offered for dynamic MIG when MIG mode is already on.
 func enableMigMode(dev nvml.Device) error {
 	current, pending, ret := dev.GetMigMode()
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("get MIG mode: %s", nvml.ErrorString(ret))
 	}
 	if current == nvml.DEVICE_MIG_ENABLE {
-		if pending != nvml.DEVICE_MIG_ENABLE {
+		if pending != nvml.DEVICE_MIG_ENABLE && !nvdev.MigModeChangeNeedsReset(dev) {
 			// An earlier disable is still pending; cancel it.
 			return setMigMode(dev, nvml.DEVICE_MIG_ENABLE)
 		}
 		return nil
+	}
+	if nvdev.MigModeChangeNeedsReset(dev) {
+		return errors.New("MIG mode is off, and on this GPU it only changes with a GPU reset: the plugin leaves MIG mode to the admin (nvidia-smi -i <gpu> -mig 1, then reset the GPU)")
 	}
 	return setMigMode(dev, nvml.DEVICE_MIG_ENABLE)
 }

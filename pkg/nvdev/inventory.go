@@ -30,8 +30,9 @@ type GPU struct {
 	MigCapable            bool
 	MigEnabled            bool
 	// MigModeChangeNeedsReset is true where switching MIG mode requires a
-	// GPU reset (Ampere and older); such GPUs only get dynamic MIG when an
-	// admin has already turned MIG mode on.
+	// GPU reset (Ampere): the plugin never changes their MIG mode, offers
+	// them for dynamic MIG only when an admin has already turned MIG mode
+	// on, and then never as a whole GPU.
 	MigModeChangeNeedsReset bool
 	MigProfiles             []MigProfile
 	// MigDevices are the MIG devices that exist at discovery.
@@ -52,9 +53,6 @@ type Inventory struct {
 type Options struct {
 	// SysfsRoot is where PCIe topology is read from ("/sys" on a host).
 	SysfsRoot string
-	// MigModeChangeWithoutReset declares that every GPU can switch MIG mode
-	// without a reset (true for simulated GPUs).
-	MigModeChangeWithoutReset bool
 }
 
 // Discover enumerates every GPU. NVML must already be initialised.
@@ -146,8 +144,7 @@ func describeGPU(lib nvml.Interface, dev nvml.Device, opts Options) (*GPU, error
 	}
 	g.Multiprocessors = multiprocessors(dev, g.MigCapable)
 	if g.MigCapable {
-		arch, _ := dev.GetArchitecture()
-		g.MigModeChangeNeedsReset = !opts.MigModeChangeWithoutReset && arch < nvml.DEVICE_ARCH_HOPPER
+		g.MigModeChangeNeedsReset = migModeChangeNeedsReset(arch)
 		if g.MigProfiles, err = migProfiles(lib, dev, g.MemoryBytes); err != nil {
 			return nil, err
 		}
@@ -169,6 +166,21 @@ func describeGPU(lib nvml.Interface, dev nvml.Device, opts Options) (*GPU, error
 		}
 	}
 	return g, nil
+}
+
+// MigModeChangeNeedsReset reports whether a GPU's MIG mode only changes with
+// a GPU reset: on Ampere "the driver will attempt to reset the GPU so that
+// MIG mode can take effect", while "starting with the Hopper generation of
+// GPUs, enabling MIG mode no longer requires a GPU reset" (NVIDIA MIG User
+// Guide, getting-started-with-mig.html). A GPU whose architecture NVML
+// cannot tell is treated as needing a reset: the safe side.
+func MigModeChangeNeedsReset(dev nvml.Device) bool {
+	arch, ret := dev.GetArchitecture()
+	return ret != nvml.SUCCESS || migModeChangeNeedsReset(arch)
+}
+
+func migModeChangeNeedsReset(arch nvml.DeviceArchitecture) bool {
+	return arch < nvml.DEVICE_ARCH_HOPPER || arch == nvml.DEVICE_ARCH_UNKNOWN
 }
 
 // multiprocessors reads the SM count. NVML only reports it per GPU instance

@@ -123,10 +123,14 @@ func (s *State) destroyUnownedMig() (int, error) {
 		}
 	}
 	destroyed := 0
+	seen := map[string]bool{}
 	for _, dev := range s.Devices {
-		if dev.Kind != WholeGPU || !dev.Partitionable {
+		// Every GPU offered for dynamic MIG, including those (Ampere) not
+		// also published whole.
+		if dev.Kind != DynamicMig || seen[dev.GPU.UUID] {
 			continue
 		}
+		seen[dev.GPU.UUID] = true
 		existing, err := nvdev.ExistingMigDevices(dev.GPU.Device, dev.GPU.MigProfiles)
 		if err != nil {
 			return destroyed, fmt.Errorf("GPU %s: %w", dev.Name, err)

@@ -42,6 +42,8 @@ func CounterSetName(minor int) string { return fmt.Sprintf("gpu-%d-counters", mi
 // Counter names are DNS labels (the API rejects camelCase there).
 func memorySliceCounter(i int) string { return fmt.Sprintf("memory-slice-%d", i) }
 
+// instanceCounter is named after the profile ID NVML reports (e.g.
+// "profile-20-instances" for 1g.10gb+me), as `nvidia-smi mig -lgip` shows it.
 func instanceCounter(p nvdev.MigProfile) string {
 	return fmt.Sprintf("profile-%d-instances", p.GIProfileID)
 }
@@ -127,18 +129,37 @@ func MigDevice(inv *nvdev.Inventory, g *nvdev.GPU, p nvdev.MigProfile, start, si
 	return resourceapi.Device{Name: MigDeviceName(g.Minor, p.Name, start), Attributes: attrs, Capacity: capacity}
 }
 
+// WholeGPUPublished reports whether a GPU published in mode m is also a
+// device of its own. Under dynamic MIG it is, consuming every counter, only
+// where the plugin can turn MIG mode off for it: a GPU whose MIG mode
+// changes only with a reset (Ampere) is offered for dynamic MIG only when
+// an admin has turned MIG mode on, and in MIG mode it cannot run a
+// whole-GPU workload.
+func WholeGPUPublished(g *nvdev.GPU, m Mode) bool {
+	switch m {
+	case StaticMIG:
+		return false
+	case DynamicMIG:
+		return !g.MigModeChangeNeedsReset
+	}
+	return true
+}
+
 // partitionableDevices returns, for a GPU with dynamic MIG, its counter set,
-// the whole-GPU device consuming every counter, and one device per valid
-// (profile, placement).
+// the whole-GPU device consuming every counter (where WholeGPUPublished),
+// and one device per valid (profile, placement).
 func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.CounterSet, []resourceapi.Device) {
 	set := migCounterSet(g)
-	whole := GPUDevice(inv, g)
-	all := map[string]resourceapi.Counter{}
-	for name, c := range set.Counters {
-		all[name] = c
+	var devices []resourceapi.Device
+	if WholeGPUPublished(g, DynamicMIG) {
+		whole := GPUDevice(inv, g)
+		all := map[string]resourceapi.Counter{}
+		for name, c := range set.Counters {
+			all[name] = c
+		}
+		whole.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: set.Name, Counters: all}}
+		devices = append(devices, whole)
 	}
-	whole.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: set.Name, Counters: all}}
-	devices := []resourceapi.Device{whole}
 	for _, p := range g.MigProfiles {
 		for _, pl := range p.Placements {
 			d := MigDevice(inv, g, p, pl.Start, pl.Size, "")

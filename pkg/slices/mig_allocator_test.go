@@ -7,11 +7,14 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
+// a100Node has an A100-80GB whose MIG mode an admin turned on: the only way
+// an A100 is offered for dynamic MIG.
 func a100Node(t *testing.T) *schedtest.Cluster {
-	inv := simulatedInventory(t, "a100-80gbx1")
+	inv := simulatedInventory(t, "a100-80gbx1"+simulate.MigSuffix)
 	res := slices.Build("n1", inv, slices.Options{DynamicMIG: true})
 	if err := slices.Validate(res); err != nil {
 		t.Fatal(err)
@@ -72,8 +75,12 @@ func TestA100MixedLayouts(t *testing.T) {
 	}
 }
 
+func h100Node(t *testing.T) *schedtest.Cluster {
+	return schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x1"), slices.Options{DynamicMIG: true}))
+}
+
 func TestWholeGPUAndMigExcludeEachOther(t *testing.T) {
-	c := a100Node(t)
+	c := h100Node(t)
 	if got := schedtest.Devices(c.Allocate(schedtest.Claim("whole", schedtest.Request("gpu", "gpu.nvidia.com", 1)))); len(got) != 1 || got[0] != "gpu-0" {
 		t.Fatalf("whole GPU claim got %v", got)
 	}
@@ -81,7 +88,7 @@ func TestWholeGPUAndMigExcludeEachOther(t *testing.T) {
 		t.Fatalf("MIG device %v allocated on a GPU that is in use whole", schedtest.Devices(got))
 	}
 
-	c = a100Node(t)
+	c = h100Node(t)
 	if got := c.Allocate(schedtest.Claim("mig", migRequest("mig", "1g.10gb"))); got == nil {
 		t.Fatal("1g.10gb not allocated on an idle GPU")
 	}
@@ -108,8 +115,8 @@ func TestMigDevicesOnOneParent(t *testing.T) {
 	}
 }
 
-// TestMigMemoryGuard: go-nvml's H100 table gives 1g.20gb single-slice
-// placements; memory, not slices, is what runs out first there.
+// TestMigMemoryGuard: four 1g.20gb take the H100's memory (and all eight
+// memory slices); nothing else fits next to them.
 func TestMigMemoryGuard(t *testing.T) {
 	c := schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x1"), slices.Options{DynamicMIG: true}))
 	four := schedtest.Claim("four", migRequest("a", "1g.20gb"), migRequest("b", "1g.20gb"), migRequest("c", "1g.20gb"), migRequest("d", "1g.20gb"))
