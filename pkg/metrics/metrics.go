@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
 // Metrics holds the driver's collectors in their own registry.
@@ -37,7 +39,12 @@ func New() *Metrics {
 			Name: "gpu_dra_errors_total", Help: "Failed operations by operation (prepare, unprepare, background).",
 		}, []string{"operation"}),
 	}
-	m.Registry.MustRegister(m.PrepareDuration, m.UnprepareDuration, m.Errors,
+	// GPUs that discovery left out because NVML could not describe them
+	// (the plugin keeps serving the others); counted by pkg/nvdev.
+	discoveryFailures := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "gpu_dra_discovery_failed_gpus_total", Help: "GPUs left out at discovery because NVML could not describe them.",
+	}, func() float64 { return float64(nvdev.FailedGPUsTotal()) })
+	m.Registry.MustRegister(m.PrepareDuration, m.UnprepareDuration, m.Errors, discoveryFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -8,9 +8,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
+	"k8s.io/klog/v2"
 )
 
 // GPU describes one physical GPU as NVML reports it.
@@ -47,6 +49,16 @@ type Inventory struct {
 	DriverVersion     string // semver, e.g. "550.54.15"
 	CudaDriverVersion string // semver, e.g. "12.4.0"
 	GPUs              []*GPU
+	// Failed are the GPUs that NVML could not describe; they are left out
+	// of GPUs so that the healthy ones are still published.
+	Failed []FailedGPU
+}
+
+// FailedGPU is a GPU that discovery left out.
+type FailedGPU struct {
+	Index int
+	UUID  string // empty when NVML could not tell
+	Err   error
 }
 
 // Options tunes discovery.
@@ -55,7 +67,18 @@ type Options struct {
 	SysfsRoot string
 }
 
-// Discover enumerates every GPU. NVML must already be initialised.
+// failedGPUs counts, for the life of the process, the GPUs discovery left
+// out (exported as a Prometheus counter by pkg/metrics).
+var failedGPUs atomic.Uint64
+
+// FailedGPUsTotal is how many GPUs discovery has left out so far because
+// NVML could not describe them.
+func FailedGPUsTotal() uint64 { return failedGPUs.Load() }
+
+// Discover enumerates every GPU. NVML must already be initialised. A GPU
+// that NVML cannot describe (lost, in a bad state) is logged, counted and
+// left out: one broken GPU must not take the node's other GPUs with it.
+// Only node-wide failures (driver version, device count) are errors.
 func Discover(lib nvml.Interface, opts Options) (*Inventory, error) {
 	if opts.SysfsRoot == "" {
 		opts.SysfsRoot = "/sys"
@@ -79,16 +102,25 @@ func Discover(lib nvml.Interface, opts Options) (*Inventory, error) {
 	for i := 0; i < count; i++ {
 		dev, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("get handle of GPU %d: %s", i, nvml.ErrorString(ret))
+			inv.fail(i, "", fmt.Errorf("get handle: %s", nvml.ErrorString(ret)))
+			continue
 		}
 		gpu, err := describeGPU(lib, dev, opts)
 		if err != nil {
-			return nil, fmt.Errorf("GPU %d: %w", i, err)
+			uuid, _ := dev.GetUUID()
+			inv.fail(i, uuid, err)
+			continue
 		}
 		inv.GPUs = append(inv.GPUs, gpu)
 	}
 	sort.Slice(inv.GPUs, func(a, b int) bool { return inv.GPUs[a].Minor < inv.GPUs[b].Minor })
 	return inv, nil
+}
+
+func (inv *Inventory) fail(index int, uuid string, err error) {
+	klog.ErrorS(err, "Leaving out a GPU that NVML cannot describe", "index", index, "uuid", uuid)
+	failedGPUs.Add(1)
+	inv.Failed = append(inv.Failed, FailedGPU{Index: index, UUID: uuid, Err: err})
 }
 
 func describeGPU(lib nvml.Interface, dev nvml.Device, opts Options) (*GPU, error) {
