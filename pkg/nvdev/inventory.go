@@ -25,12 +25,15 @@ type GPU struct {
 	Architecture          string
 	CudaComputeCapability string // semver, e.g. "9.0.0"
 	MemoryBytes           uint64
-	Multiprocessors       int    // 0 when NVML cannot tell
-	PCIBusID              string // sysfs form, e.g. "0000:3b:00.0"
-	PCIeRoot              string // e.g. "pci0000:30"; empty when sysfs has no answer
-	NUMANode              *int
-	MigCapable            bool
-	MigEnabled            bool
+	// Multiprocessors is the GPU's SM count; 0 when NVML cannot tell (it
+	// does not answer while MIG mode is on).
+	Multiprocessors int
+
+	PCIBusID   string // sysfs form, e.g. "0000:3b:00.0"
+	PCIeRoot   string // e.g. "pci0000:30"; empty when sysfs has no answer
+	NUMANode   *int
+	MigCapable bool
+	MigEnabled bool
 	// MigModeChangeNeedsReset is true where switching MIG mode requires a
 	// GPU reset (Ampere): the plugin never changes their MIG mode, offers
 	// them for dynamic MIG only when an admin has already turned MIG mode
@@ -174,7 +177,7 @@ func describeGPU(lib nvml.Interface, dev nvml.Device, opts Options) (*GPU, error
 	default:
 		return nil, fmt.Errorf("get MIG mode: %s", nvml.ErrorString(ret))
 	}
-	g.Multiprocessors = multiprocessors(dev, g.MigCapable)
+	g.Multiprocessors = multiprocessors(dev, major, minor)
 	if g.MigCapable {
 		g.MigModeChangeNeedsReset = migModeChangeNeedsReset(arch)
 		if g.MigProfiles, err = migProfiles(lib, dev, g.MemoryBytes); err != nil {
@@ -215,16 +218,37 @@ func migModeChangeNeedsReset(arch nvml.DeviceArchitecture) bool {
 	return arch < nvml.DEVICE_ARCH_HOPPER || arch == nvml.DEVICE_ARCH_UNKNOWN
 }
 
-// multiprocessors reads the SM count. NVML only reports it per GPU instance
-// profile, so MIG-capable GPUs answer through the full-GPU profile.
-func multiprocessors(dev nvml.Device, migCapable bool) int {
-	if migCapable {
-		if info, ret := dev.GetGpuInstanceProfileInfo(nvml.GPU_INSTANCE_PROFILE_7_SLICE); ret == nvml.SUCCESS {
-			return int(info.MultiprocessorCount)
-		}
+// multiprocessors returns a GPU's SM count, or 0 when NVML cannot tell.
+//
+// NVML has no SM query for a GPU handle: nvmlDeviceGetAttributes_v2 "currently
+// only supports MIG device handles" (NVML API reference), and the full-GPU
+// MIG profile counts only the SMs MIG can use (98 of an A100's 108,
+// `nvidia-smi mig -lgip`). nvmlDeviceGetNumGpuCores returns the GPU's CUDA
+// core count; divided by the cores per SM of its compute capability it is
+// the SM count (the table is _ConvertSMVer2Cores in NVIDIA's CUDA samples,
+// Common/helper_cuda.h). "On MIG-enabled GPUs, querying the device's core
+// count is currently not supported" (NVML API reference): the count is then
+// unknown rather than the MIG profile's.
+func multiprocessors(dev nvml.Device, ccMajor, ccMinor int) int {
+	cores, ret := dev.GetNumGpuCores()
+	if ret != nvml.SUCCESS || cores <= 0 {
+		return 0
 	}
-	if attrs, ret := dev.GetAttributes(); ret == nvml.SUCCESS {
-		return int(attrs.MultiprocessorCount)
+	perSM := coresPerSM(ccMajor, ccMinor)
+	if perSM == 0 || cores%perSM != 0 {
+		return 0
+	}
+	return cores / perSM
+}
+
+// coresPerSM is the number of FP32 CUDA cores per SM by compute capability
+// (_ConvertSMVer2Cores, CUDA samples); 0 for capabilities it does not list.
+func coresPerSM(major, minor int) int {
+	switch major<<4 + minor {
+	case 0x60, 0x70, 0x72, 0x75, 0x80:
+		return 64
+	case 0x61, 0x62, 0x86, 0x87, 0x89, 0x90, 0xa0, 0xa1, 0xa3, 0xb0, 0xc0, 0xc1:
+		return 128
 	}
 	return 0
 }

@@ -26,7 +26,7 @@ func TestDiscoverSimulatedNode(t *testing.T) {
 	if g.ProductName != "NVIDIA A100-SXM4-80GB" || g.Architecture != "Ampere" || g.CudaComputeCapability != "8.0.0" {
 		t.Errorf("GPU 3 identity: %+v", g)
 	}
-	if g.MemoryBytes != 80<<30 || g.Multiprocessors != 98 || !g.MigCapable || g.MigEnabled {
+	if g.MemoryBytes != 80<<30 || g.Multiprocessors != 108 || !g.MigCapable || g.MigEnabled {
 		t.Errorf("GPU 3 resources: mem %d sms %d mig %v/%v", g.MemoryBytes, g.Multiprocessors, g.MigCapable, g.MigEnabled)
 	}
 	// NVML's upper-case 8-digit domain is normalised and sysfs resolves the root.
