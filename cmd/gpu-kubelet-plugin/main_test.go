@@ -39,8 +39,10 @@ func TestPrintSlices(t *testing.T) {
 	}{
 		{"h100x8", "NVIDIA H100 80GB HBM3", 8, "80Gi", false, 0},
 		{"a100-40gbx8", "NVIDIA A100-SXM4-40GB", 8, "40Gi", false, 0},
-		{"h100x8", "NVIDIA H100 80GB HBM3", 8, "80Gi", true, 8 * 28},
-		{"a100-80gbx8", "NVIDIA A100-SXM4-80GB", 8, "80Gi", true, 8 * 25},
+		{"h100x8", "NVIDIA H100 80GB HBM3", 8, "80Gi", true, 8 * 25},
+		// An A100 changes MIG mode only with a reset: with MIG mode off it
+		// is offered whole only.
+		{"a100-80gbx8", "NVIDIA A100-SXM4-80GB", 8, "80Gi", true, 0},
 	} {
 		t.Run(fmt.Sprintf("%s/dynamic-mig=%v", tc.profile, tc.dynamicMIG), func(t *testing.T) {
 			cmd := newCommand()
