@@ -149,6 +149,11 @@ func ModeOf(g *nvdev.GPU, o Options) Mode {
 		return DynamicMIG
 	case g.MigEnabled && len(g.MigDevices) > 0:
 		return StaticMIG
+	case g.MigEnabled && !(o.DynamicMIG && g.MigCapable && len(g.MigProfiles) > 0):
+		// MIG mode is on but nothing may be created: the admin's (empty)
+		// layout is all there is. Used whole, the GPU would show CUDA no
+		// device at all.
+		return StaticMIG
 	case o.shares(g):
 		return Shareable
 	case o.DynamicMIG && g.MigCapable && len(g.MigProfiles) > 0 && (g.MigEnabled || !g.MigModeChangeNeedsReset):

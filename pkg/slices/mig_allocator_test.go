@@ -127,3 +127,20 @@ func TestMigMemoryGuard(t *testing.T) {
 		t.Fatalf("allocated %v beyond the GPU's memory", schedtest.Devices(got))
 	}
 }
+
+// TestMigModeOnWithoutDevicesIsNotAWholeGPU: a GPU an admin put in MIG mode
+// but left empty cannot run a whole-GPU workload (CUDA sees no device
+// until MIG devices exist). Unless it is offered for dynamic MIG, the node
+// publishes nothing for it, never a whole GPU.
+func TestMigModeOnWithoutDevicesIsNotAWholeGPU(t *testing.T) {
+	for _, profile := range []string{"a100-80gbx1", "h100x1"} {
+		inv := simulatedInventory(t, profile+simulate.MigSuffix)
+		for _, o := range []slices.Options{{}, {FractionalMemory: true}} {
+			for _, s := range slices.Build("n1", inv, o).Pools["n1"].Slices {
+				if len(s.Devices) > 0 {
+					t.Fatalf("%s in MIG mode without MIG devices, options %+v: published %s", profile, o, s.Devices[0].Name)
+				}
+			}
+		}
+	}
+}
