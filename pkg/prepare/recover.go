@@ -101,11 +101,7 @@ func (s *State) Recover(ctx context.Context, getClaim ClaimGetter) RecoveryRepor
 		s.adopt(logger, rec, &report)
 		report.Kept++
 	}
-	destroyed, err := s.destroyUnownedMig()
-	if err != nil {
-		report.problem(logger, err, "Destroying MIG devices no claim owns")
-	}
-	report.UnownedMig = destroyed
+	report.UnownedMig = s.destroyUnownedMig(logger, &report)
 	report.UnownedMPS = s.stopUnownedMPS(logger, &report)
 	return report
 }
@@ -113,7 +109,7 @@ func (s *State) Recover(ctx context.Context, getClaim ClaimGetter) RecoveryRepor
 // destroyUnownedMig removes MIG devices on dynamically partitioned GPUs
 // that no prepared claim owns: what a crash between "created" and
 // "checkpointed" leaves behind.
-func (s *State) destroyUnownedMig() (int, error) {
+func (s *State) destroyUnownedMig(logger klog.Logger, report *RecoveryReport) int {
 	owned := map[[2]string]bool{}
 	for _, rec := range s.Store.List() {
 		for _, d := range rec.Devices {
@@ -126,29 +122,32 @@ func (s *State) destroyUnownedMig() (int, error) {
 	seen := map[string]bool{}
 	for _, dev := range s.Devices {
 		// Every GPU offered for dynamic MIG, including those (Ampere) not
-		// also published whole.
-		if dev.Kind != DynamicMig || seen[dev.GPU.UUID] {
+		// also published whole. A failure on one GPU leaves the others.
+		gpu := dev.GPU
+		if dev.Kind != DynamicMig || seen[gpu.UUID] {
 			continue
 		}
-		seen[dev.GPU.UUID] = true
-		existing, err := nvdev.ExistingMigDevices(dev.GPU.Device, dev.GPU.MigProfiles)
+		seen[gpu.UUID] = true
+		existing, err := nvdev.ExistingMigDevices(gpu.Device, gpu.MigProfiles)
 		if err != nil {
-			return destroyed, fmt.Errorf("GPU %s: %w", dev.Name, err)
+			report.problem(logger, err, "Listing MIG devices", "gpu", gpu.UUID)
+			continue
 		}
 		for _, m := range existing {
-			if owned[[2]string{dev.GPU.UUID, fmt.Sprint(m.GIID)}] {
+			if owned[[2]string{gpu.UUID, fmt.Sprint(m.GIID)}] {
 				continue
 			}
-			if err := mig.Destroy(dev.GPU.Device, m.GIID, m.CIID); err != nil {
-				return destroyed, fmt.Errorf("GPU %s: %w", dev.Name, err)
+			if err := mig.Destroy(gpu.Device, m.GIID, m.CIID); err != nil {
+				report.problem(logger, err, "Destroying a MIG device no claim owns", "gpu", gpu.UUID, "gpuInstance", m.GIID)
+				continue
 			}
 			destroyed++
 		}
-		if err := mig.DisableIfEmpty(dev.GPU.Device, dev.GPU.MigProfiles); err != nil {
-			return destroyed, fmt.Errorf("GPU %s: %w", dev.Name, err)
+		if err := mig.DisableIfEmpty(gpu.Device, gpu.MigProfiles); err != nil {
+			report.problem(logger, err, "Turning MIG mode off on an empty GPU", "gpu", gpu.UUID)
 		}
 	}
-	return destroyed, nil
+	return destroyed
 }
 
 func (s *State) isStale(ctx context.Context, getClaim ClaimGetter, rec checkpoint.PreparedClaim) (bool, error) {
