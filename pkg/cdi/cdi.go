@@ -63,7 +63,6 @@ type Edits interface {
 
 // Writer writes and removes the per-claim specs in one directory.
 type Writer struct {
-	cache  *cdiapi.Cache
 	dir    string
 	vendor string
 	edits  Edits
@@ -74,12 +73,7 @@ func NewWriter(dir, driverName string, edits Edits) (*Writer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create CDI dir: %w", err)
 	}
-	// No auto-refresh: this process only writes; containerd reads.
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dir), cdiapi.WithAutoRefresh(false))
-	if err != nil {
-		return nil, fmt.Errorf("open CDI dir %s: %w", dir, err)
-	}
-	return &Writer{cache: cache, dir: dir, vendor: "k8s." + driverName, edits: edits}, nil
+	return &Writer{dir: dir, vendor: "k8s." + driverName, edits: edits}, nil
 }
 
 // DeviceID is the fully qualified CDI name of a claim's device. The claim
@@ -132,10 +126,59 @@ func (w *Writer) Write(claimUID types.UID, devices []Device, record any) ([]stri
 	if err := w.clearNonRegular(claimUID); err != nil {
 		return nil, fmt.Errorf("write CDI spec: %w", err)
 	}
-	if err := w.cache.WriteSpec(spec, w.specName(claimUID)); err != nil {
+	if err := w.writeSpec(claimUID, spec); err != nil {
 		return nil, fmt.Errorf("write CDI spec: %w", err)
 	}
 	return ids, nil
+}
+
+// writeSpec writes the spec to a temp file named after the claim, checks it
+// with the CDI library exactly as containerd will read it, and renames it
+// into place. The CDI library's own writer uses "spec.*.tmp" for every
+// vendor, so a temp file it leaves behind when the plugin is killed could
+// not be told from another driver's write in flight; this name can.
+func (w *Writer) writeSpec(claimUID types.UID, spec *cdispec.Spec) error {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	tmp := w.tempPath(claimUID)
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	if _, err := cdiapi.ReadSpec(tmp, 0); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, w.SpecPath(claimUID)); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+func (w *Writer) tempPath(claimUID types.UID) string {
+	return filepath.Join(w.dir, "."+w.specName(claimUID)+".tmp")
+}
+
+// RemoveTempFiles removes the temp files of writes that a killed plugin
+// never finished. Call it before serving, when no write is in flight.
+func (w *Writer) RemoveTempFiles() (int, error) {
+	prefix := "." + cdiapi.GenerateTransientSpecName(w.vendor, Class, "")
+	entries, err := os.ReadDir(w.dir)
+	if err != nil {
+		return 0, err
+	}
+	removed := 0
+	for _, e := range entries {
+		if name := e.Name(); strings.HasPrefix(name, prefix) && strings.HasSuffix(name, ".json.tmp") && e.Type().IsRegular() {
+			if err := os.Remove(filepath.Join(w.dir, name)); err != nil && !os.IsNotExist(err) {
+				return removed, err
+			}
+			removed++
+		}
+	}
+	return removed, nil
 }
 
 // Remove deletes the spec of a claim; a missing spec is not an error.
@@ -143,7 +186,7 @@ func (w *Writer) Remove(claimUID types.UID) error {
 	if err := w.clearNonRegular(claimUID); err != nil {
 		return fmt.Errorf("remove CDI spec: %w", err)
 	}
-	if err := w.cache.RemoveSpec(w.specName(claimUID)); err != nil {
+	if err := os.Remove(w.SpecPath(claimUID)); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("remove CDI spec: %w", err)
 	}
 	return nil

@@ -369,3 +369,25 @@ func TestConcurrentSharedPrepareUnprepare(t *testing.T) {
 		n.requireClean(c)
 	}
 }
+
+// TestUnfinishedSpecWritesAreRemoved: a plugin killed while writing a CDI
+// spec leaves its temp file; the next start removes it, and only its own
+// (the CDI directory is shared with other drivers).
+func TestUnfinishedSpecWritesAreRemoved(t *testing.T) {
+	n := newNode(t, "h100x2")
+	n.stop()
+	ours := filepath.Join(n.dir("cdi"), fmt.Sprintf(".k8s.%s-claim_uid-killed.json.tmp", testDriver))
+	theirs := filepath.Join(n.dir("cdi"), "spec.12345.tmp")
+	for _, f := range []string{ours, theirs} {
+		if err := os.WriteFile(f, []byte(`{"cdiVersion":`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.start("h100x2")
+	if _, err := os.Stat(ours); !os.IsNotExist(err) {
+		t.Fatal("the plugin's unfinished spec write was left behind")
+	}
+	if _, err := os.Stat(theirs); err != nil {
+		t.Fatalf("another writer's temp file was touched: %v", err)
+	}
+}

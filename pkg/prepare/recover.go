@@ -47,6 +47,9 @@ func (s *State) Recover(ctx context.Context, getClaim ClaimGetter) RecoveryRepor
 	logger := klog.FromContext(ctx)
 	var report RecoveryReport
 
+	if _, err := s.CDI.RemoveTempFiles(); err != nil {
+		report.problem(logger, err, "Removing unfinished CDI spec writes")
+	}
 	specs, err := s.CDI.List()
 	if err != nil {
 		report.problem(logger, err, "Listing CDI specs")
