@@ -10,7 +10,7 @@ export CGO_ENABLED ?= 1
 # keep every exported method of every type: +22 MB binary, +11 MiB idle RSS.
 GO_TAGS ?= grpcnotrace
 
-.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-startup demo demo-offline print-slices e2e cluster-up cluster-down image chart-lint clean
+.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-startup bench-api demo demo-offline print-slices e2e cluster-up cluster-down image chart-lint clean
 
 help: ## Show targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -66,6 +66,9 @@ bench: ## Prepare/unprepare benchmarks over the kubelet socket
 
 bench-startup: ## Time to published slices and idle RSS against the local cluster (make cluster-up first)
 	hack/bench-startup.sh h100x8
+
+bench-api: ## Prepare/unprepare p50/p99 and cycles/s against a real kube-apiserver (local cluster, or etcd + apiserver from the cluster cache)
+	hack/bench-api.sh
 
 demo: ## Build, start a local Kubernetes 1.37 cluster, install the chart with simulated GPUs, run demo/specs
 	hack/demo.sh
