@@ -145,9 +145,9 @@ func TestCoalescesToNewest(t *testing.T) {
 		t.Fatalf("3 queued updates of one claim: %d pending, want 1", got)
 	}
 	close(release)
-	writes := api.waitFor(t, 2)
+	api.waitFor(t, 2)
 	time.Sleep(100 * time.Millisecond) // a third write would show up by now
-	writes = api.get()
+	writes := api.get()
 	want := []write{{"a", []string{"GPU-1"}}, {"a", []string{"GPU-4"}}}
 	if fmt.Sprint(writes) != fmt.Sprint(want) {
 		t.Fatalf("writes %v, want %v", writes, want)
