@@ -63,7 +63,9 @@ type Edits interface {
 
 // Writer writes and removes the per-claim specs in one directory.
 type Writer struct {
-	dir    string
+	// staging is a CDI cache over the staging directory, used to write.
+	staging *cdiapi.Cache
+	dir     string
 	vendor string
 	edits  Edits
 }
@@ -73,7 +75,17 @@ func NewWriter(dir, driverName string, edits Edits) (*Writer, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create CDI dir: %w", err)
 	}
-	return &Writer{dir: dir, vendor: "k8s." + driverName, edits: edits}, nil
+	w := &Writer{dir: dir, vendor: "k8s." + driverName, edits: edits}
+	if err := os.MkdirAll(w.stagingDir(), 0o755); err != nil {
+		return nil, fmt.Errorf("create CDI staging dir: %w", err)
+	}
+	// No auto-refresh: this process only writes; containerd reads.
+	staging, err := cdiapi.NewCache(cdiapi.WithSpecDirs(w.stagingDir()), cdiapi.WithAutoRefresh(false))
+	if err != nil {
+		return nil, fmt.Errorf("open CDI staging dir: %w", err)
+	}
+	w.staging = staging
+	return w, nil
 }
 
 // DeviceID is the fully qualified CDI name of a claim's device. The claim
@@ -132,53 +144,34 @@ func (w *Writer) Write(claimUID types.UID, devices []Device, record any) ([]stri
 	return ids, nil
 }
 
-// writeSpec writes the spec to a temp file named after the claim, checks it
-// with the CDI library exactly as containerd will read it, and renames it
-// into place. The CDI library's own writer uses "spec.*.tmp" for every
-// vendor, so a temp file it leaves behind when the plugin is killed could
-// not be told from another driver's write in flight; this name can.
+// writeSpec has the CDI library validate and write the spec into the
+// driver's staging directory (a subdirectory, which CDI readers skip), then
+// renames it into place. The library writes through a temp file named
+// "spec.*.tmp" for every vendor; in the staging directory one that a killed
+// plugin left behind is known to be this driver's, and removed at start.
 func (w *Writer) writeSpec(claimUID types.UID, spec *cdispec.Spec) error {
-	data, err := json.Marshal(spec)
-	if err != nil {
+	if err := w.staging.WriteSpec(spec, w.specName(claimUID)); err != nil {
 		return err
 	}
-	tmp := w.tempPath(claimUID)
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	if _, err := cdiapi.ReadSpec(tmp, 0); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, w.SpecPath(claimUID)); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return os.Rename(filepath.Join(w.stagingDir(), w.specName(claimUID)), w.SpecPath(claimUID))
 }
 
-func (w *Writer) tempPath(claimUID types.UID) string {
-	return filepath.Join(w.dir, "."+w.specName(claimUID)+".tmp")
-}
+func (w *Writer) stagingDir() string { return filepath.Join(w.dir, "."+w.vendor+"-staging") }
 
-// RemoveTempFiles removes the temp files of writes that a killed plugin
-// never finished. Call it before serving, when no write is in flight.
+// RemoveTempFiles removes what writes that a killed plugin never finished
+// left in the staging directory. Call it before serving, when no write is
+// in flight.
 func (w *Writer) RemoveTempFiles() (int, error) {
-	prefix := "." + cdiapi.GenerateTransientSpecName(w.vendor, Class, "")
-	entries, err := os.ReadDir(w.dir)
+	entries, err := os.ReadDir(w.stagingDir())
 	if err != nil {
 		return 0, err
 	}
-	removed := 0
 	for _, e := range entries {
-		if name := e.Name(); strings.HasPrefix(name, prefix) && strings.HasSuffix(name, ".json.tmp") && e.Type().IsRegular() {
-			if err := os.Remove(filepath.Join(w.dir, name)); err != nil && !os.IsNotExist(err) {
-				return removed, err
-			}
-			removed++
+		if err := os.RemoveAll(filepath.Join(w.stagingDir(), e.Name())); err != nil {
+			return 0, err
 		}
 	}
-	return removed, nil
+	return len(entries), nil
 }
 
 // Remove deletes the spec of a claim; a missing spec is not an error.

@@ -352,7 +352,13 @@ func stopDaemons(root string) {
 
 func requireNothingLeft(t *testing.T, root, profile string, round int) {
 	t.Helper()
-	specs, _ := filepath.Glob(filepath.Join(root, "cdi", "*"))
+	var specs []string
+	_ = filepath.WalkDir(filepath.Join(root, "cdi"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			specs = append(specs, path)
+		}
+		return nil
+	})
 	records, _ := filepath.Glob(filepath.Join(root, "state", "checkpoint", "*.json"))
 	aside, _ := filepath.Glob(filepath.Join(root, "state", "checkpoint", "*.corrupt-*"))
 	daemons, _ := os.ReadDir(filepath.Join(root, "state", "mps"))

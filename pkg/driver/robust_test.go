@@ -376,7 +376,7 @@ func TestConcurrentSharedPrepareUnprepare(t *testing.T) {
 func TestUnfinishedSpecWritesAreRemoved(t *testing.T) {
 	n := newNode(t, "h100x2")
 	n.stop()
-	ours := filepath.Join(n.dir("cdi"), fmt.Sprintf(".k8s.%s-claim_uid-killed.json.tmp", testDriver))
+	ours := filepath.Join(n.dir("cdi"), ".k8s."+testDriver+"-staging", "spec.777.tmp")
 	theirs := filepath.Join(n.dir("cdi"), "spec.12345.tmp")
 	for _, f := range []string{ours, theirs} {
 		if err := os.WriteFile(f, []byte(`{"cdiVersion":`), 0o644); err != nil {
