@@ -66,8 +66,8 @@ type Writer struct {
 	// staging is a CDI cache over the staging directory, used to write.
 	staging *cdiapi.Cache
 	dir     string
-	vendor string
-	edits  Edits
+	vendor  string
+	edits   Edits
 }
 
 // NewWriter prepares to write specs for driverName into dir.
