@@ -10,7 +10,7 @@ export CGO_ENABLED ?= 1
 # keep every exported method of every type: +22 MB binary, +11 MiB idle RSS.
 GO_TAGS ?= grpcnotrace
 
-.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-startup bench-api demo demo-offline print-slices e2e cluster-up cluster-down image chart-lint clean
+.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-startup bench-api demo demo-offline print-slices e2e chaos cluster-up cluster-down image chart-lint clean
 
 help: ## Show targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -44,10 +44,10 @@ fuzz: ## Run each fuzz target in FUZZ_TARGETS for FUZZTIME (default 20s)
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) "$${t%%:*}"; \
 	done
 
-CHAOS_ROUNDS ?= 100
+CHAOS_LOCAL_ROUNDS ?= 100
 
-chaos-local: ## SIGKILL a plugin process at random points of prepare and unprepare, CHAOS_ROUNDS rounds (2 kills each), no cluster
-	set -o pipefail; GDRA_CHAOS_ROUNDS=$(CHAOS_ROUNDS) $(GO) test -count=1 -timeout 60m -run '^TestChaosKillsDuringPrepareAndUnprepare$$' -v ./pkg/driver/ 2>&1 | grep -E '^(=== RUN|--- |\s+chaos_test|PASS|FAIL|ok)'
+chaos-local: ## SIGKILL a plugin process at random points of prepare and unprepare, CHAOS_LOCAL_ROUNDS rounds (2 kills each), no cluster
+	set -o pipefail; GDRA_CHAOS_ROUNDS=$(CHAOS_LOCAL_ROUNDS) $(GO) test -count=1 -timeout 60m -run '^TestChaosKillsDuringPrepareAndUnprepare$$' -v ./pkg/driver/ 2>&1 | grep -E '^(=== RUN|--- |\s+chaos_test|PASS|FAIL|ok)'
 
 test-race: ## Prepare, unprepare, recovery and checkpoint tests under the race detector
 	$(GO) test -count=1 -race ./pkg/checkpoint/ ./pkg/prepare/ ./pkg/cdi/ ./pkg/sharing/
@@ -78,6 +78,10 @@ demo-offline: build ## Same story without a cluster: the plugin, the scheduler's
 
 e2e: ## End-to-end tests on the local cluster (built and started as needed, stopped after)
 	hack/e2e.sh
+
+# CHAOS_ROUNDS from the environment or the command line (make chaos CHAOS_ROUNDS=10); 3 when unset.
+chaos: ## Churn-and-kill on the local cluster: claim mix, plugin SIGKILLed in prepare and unprepare, nothing left after
+	hack/chaos.sh
 
 cluster-up: ## Build (cached) and start the local cluster; prints the kubeconfig path
 	hack/cluster/build.sh all
