@@ -51,6 +51,9 @@ type PreparedDevice struct {
 	// Shared marks devices that other claims may use at the same time
 	// (admin access), so they are not counted as exclusively held.
 	Shared bool `json:"shared,omitempty"`
+	// ShareID is set for one share of a device that allows several
+	// allocations (a memory fraction); device status must name it.
+	ShareID string `json:"shareID,omitempty"`
 	// AdminAccess devices are monitored, not used: they never conflict.
 	AdminAccess bool `json:"adminAccess,omitempty"`
 	// Mig is set for MIG devices.

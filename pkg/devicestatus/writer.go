@@ -200,9 +200,13 @@ func (w *Writer) apply(ctx context.Context, u update) error {
 	status := resourceac.ResourceClaimStatus()
 	for _, d := range u.devices {
 		data, _ := json.Marshal(prepare.DeviceStatusData{UUID: d.UUID, ProductName: d.ProductName})
-		status.WithDevices(resourceac.AllocatedDeviceStatus().
+		dev := resourceac.AllocatedDeviceStatus().
 			WithDriver(w.driverName).WithPool(d.Pool).WithDevice(d.Device).
-			WithData(runtime.RawExtension{Raw: data}))
+			WithData(runtime.RawExtension{Raw: data})
+		if d.ShareID != "" {
+			dev.WithShareID(d.ShareID) // the key of a share's status entry
+		}
+		status.WithDevices(dev)
 	}
 	ac := resourceac.ResourceClaim(u.name, u.namespace).WithUID(u.uid).WithStatus(status)
 	_, err := w.client.ResourceV1().ResourceClaims(u.namespace).ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: w.driverName, Force: true})
@@ -221,7 +225,7 @@ func retriable(err error) bool {
 func cloneDevices(in []checkpoint.PreparedDevice) []checkpoint.PreparedDevice {
 	out := make([]checkpoint.PreparedDevice, len(in))
 	for i, d := range in {
-		out[i] = checkpoint.PreparedDevice{Pool: d.Pool, Device: d.Device, UUID: d.UUID, ProductName: d.ProductName}
+		out[i] = checkpoint.PreparedDevice{Pool: d.Pool, Device: d.Device, UUID: d.UUID, ProductName: d.ProductName, ShareID: d.ShareID}
 	}
 	return out
 }

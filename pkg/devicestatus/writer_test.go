@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
 )
@@ -30,8 +32,9 @@ type apiserver struct {
 }
 
 type write struct {
-	claim string
-	uuids []string
+	claim    string
+	uuids    []string
+	shareIDs []string
 }
 
 func newAPIServer(t *testing.T, answer func(write) error) (*fake.Clientset, *apiserver) {
@@ -54,6 +57,7 @@ func newAPIServer(t *testing.T, answer func(write) error) (*fake.Clientset, *api
 				t.Errorf("device data: %v", err)
 			}
 			w.uuids = append(w.uuids, data.UUID)
+			w.shareIDs = append(w.shareIDs, ptr.Deref(d.ShareID, ""))
 		}
 		s.mu.Lock()
 		s.writes = append(s.writes, w)
@@ -148,7 +152,7 @@ func TestCoalescesToNewest(t *testing.T) {
 	api.waitFor(t, 2)
 	time.Sleep(100 * time.Millisecond) // a third write would show up by now
 	writes := api.get()
-	want := []write{{"a", []string{"GPU-1"}}, {"a", []string{"GPU-4"}}}
+	want := []write{{"a", []string{"GPU-1"}, []string{""}}, {"a", []string{"GPU-4"}, []string{""}}}
 	if fmt.Sprint(writes) != fmt.Sprint(want) {
 		t.Fatalf("writes %v, want %v", writes, want)
 	}
@@ -172,7 +176,7 @@ func TestNewestWinsBeforeFirstWrite(t *testing.T) {
 	close(block)
 	api.waitFor(t, 2)
 	time.Sleep(100 * time.Millisecond)
-	want := []write{{"blocker", []string{"GPU-0"}}, {"b", []string{"GPU-50"}}}
+	want := []write{{"blocker", []string{"GPU-0"}, []string{""}}, {"b", []string{"GPU-50"}, []string{""}}}
 	if got := api.get(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("writes %v, want %v", got, want)
 	}
@@ -208,7 +212,7 @@ func TestSkipsUnpreparedClaims(t *testing.T) {
 	w.Prepared(claim("kept"), devices("GPU-1"))
 	api.waitFor(t, 1)
 	time.Sleep(50 * time.Millisecond)
-	want := []write{{"kept", []string{"GPU-1"}}}
+	want := []write{{"kept", []string{"GPU-1"}, []string{""}}}
 	if got := api.get(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("writes %v, want %v", got, want)
 	}
@@ -266,5 +270,19 @@ func TestCopiesDevices(t *testing.T) {
 	writes := api.waitFor(t, 2)
 	if got := writes[1].uuids[0]; got != "GPU-1" {
 		t.Fatalf("wrote %s, want GPU-1", got)
+	}
+}
+
+// TestShareIDIsWritten: the status of a share of a shareable GPU must
+// name its share; the apiserver rejects an entry that matches no
+// allocation result, so memory-fraction claims got no status before.
+func TestShareIDIsWritten(t *testing.T) {
+	client, api := newAPIServer(t, nil)
+	w := start(t, client, Options{})
+	devs := devices("GPU-0")
+	devs[0].ShareID = "share-1"
+	w.Prepared(claim("fraction"), devs)
+	if got := api.waitFor(t, 1)[0].shareIDs; len(got) != 1 || got[0] != "share-1" {
+		t.Fatalf("share IDs written: %q", got)
 	}
 }

@@ -76,6 +76,9 @@ func newRecord(r resourceapi.DeviceRequestAllocationResult, dev *AllocatableDevi
 		Shared:      (r.AdminAccess != nil && *r.AdminAccess) || r.ShareID != nil,
 		AdminAccess: r.AdminAccess != nil && *r.AdminAccess,
 	}
+	if r.ShareID != nil {
+		rec.ShareID = string(*r.ShareID)
+	}
 	switch dev.Kind {
 	case StaticMig:
 		rec.UUID = dev.StaticUUID
