@@ -116,6 +116,9 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 
 	if rec, ok := s.Store.Get(claim.UID); ok {
 		if rec.State == checkpoint.PrepareCompleted {
+			// Written again (coalesced, in the background): a plugin killed
+			// right after the first prepare may never have written it.
+			s.Status.Prepared(claim, rec.Devices)
 			return kubeletDevices(rec.Devices), nil
 		}
 		// A previous attempt died half-way: undo it before trying again.
