@@ -527,7 +527,7 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 	if err == nil && uresp.Claims[req.Uid].GetError() != "" {
 		err = errors.New(uresp.Claims[req.Uid].GetError())
 	}
-	left, _ := filepath.Glob(filepath.Join(dir("cdi"), "*"))
+	left, _ := filepath.Glob(filepath.Join(dir("cdi"), "*.json"))
 	records, _ := filepath.Glob(filepath.Join(dir("state"), "checkpoint", "*.json"))
 	r.check(err == nil && len(left)+len(records) == 0, "unprepare", "error %v; left behind: %d CDI specs, %d checkpoint records", err, len(left), len(records))
 
