@@ -59,6 +59,7 @@ lint: ## gofmt, go vet and staticcheck (e2e code included)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/e2e/
+	$(GO) vet -tags e2e,chaos ./test/e2e/
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 bench: ## Prepare/unprepare benchmarks over the kubelet socket

@@ -204,7 +204,7 @@ down() {
   grep -oE " ($CLUSTER|$KUBELET_DIR)(/[^ ]+)?( |$)" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
   for m in $(grep -oE ' /run/netns/cni-[^ ]+' /proc/self/mounts); do umount "$m" 2>/dev/null; rm -f "$m"; done
   ip link del cni0 2>/dev/null
-  rm -rf /var/lib/cni/networks/gpudrapods /var/run/cdi/k8s.gpu.nvidia.com-*
+  rm -rf /var/lib/cni/networks/gpudrapods /var/run/cdi/k8s.gpu.nvidia.com-* /var/run/cdi/.k8s.gpu.nvidia.com-staging
   pgrep -x containerd >/dev/null || { rm -rf /run/containerd/runc/k8s.io /run/containerd/s /run/containerd/fifo; rmdir /run/containerd/runc /run/containerd 2>/dev/null; }
   # State goes too, so the next up starts clean; binaries and images stay cached.
   rm -rf "$CLUSTER/etcd-data" "$CLUSTER/var" "$CLUSTER/run" "$CLUSTER/etc" "$KUBELET_DIR"

@@ -8,11 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
@@ -390,4 +393,23 @@ func TestUnfinishedSpecWritesAreRemoved(t *testing.T) {
 	if _, err := os.Stat(theirs); err != nil {
 		t.Fatalf("another writer's temp file was touched: %v", err)
 	}
+}
+
+// TestRestartRewritesDeviceStatus: a plugin killed after answering the
+// kubelet but before its background status write leaves a claim without
+// device status; the next start writes it for every kept claim.
+func TestRestartRewritesDeviceStatus(t *testing.T) {
+	n := newNode(t, "h100x2")
+	c := n.claim("kept", []string{"gpu-1"})
+	n.mustPrepare(c)
+	n.stop()
+	var writes atomic.Int32
+	n.client.PrependReactor("patch", "resourceclaims", func(action k8stesting.Action) (bool, k8sruntime.Object, error) {
+		if action.GetSubresource() == "status" && action.(k8stesting.PatchAction).GetName() == c.Name {
+			writes.Add(1)
+		}
+		return true, &resourceapi.ResourceClaim{}, nil
+	})
+	n.start("h100x2")
+	waitFor(t, "the kept claim's device status", func() bool { return writes.Load() > 0 })
 }

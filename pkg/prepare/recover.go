@@ -6,6 +6,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
@@ -171,6 +172,11 @@ func (s *State) isStale(ctx context.Context, getClaim ClaimGetter, rec checkpoin
 // record stays, so that the kubelet's unprepare still cleans up.
 func (s *State) adopt(logger klog.Logger, rec checkpoint.PreparedClaim, report *RecoveryReport) {
 	s.hold(rec)
+	// A plugin killed after answering the kubelet but before its background
+	// status write would otherwise leave the claim without device status.
+	if s.Status != nil {
+		s.Status.Prepared(&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: rec.Namespace, Name: rec.Name, UID: rec.UID}}, rec.Devices)
+	}
 	var records []checkpoint.PreparedDevice
 	var planned []plannedDevice
 	for _, d := range rec.Devices {

@@ -71,8 +71,10 @@ func testResourceSlices(t *testing.T) {
 	}
 	// deploy.sh offers GPU 7 for memory-fraction sharing; the others are
 	// partitionable for dynamic MIG.
-	if gpus != 8 || counterSets != 7 || shareable != 1 || migs != 7*28 {
-		t.Fatalf("published %d GPUs (%d shareable), %d MIG devices, %d counter sets; want 8 GPUs (1 shareable), 196 MIG devices, 7 counter sets", gpus, shareable, migs, counterSets)
+	// 25 MIG placements per H100: the simulator's real placement table
+	// (NVIDIA's `nvidia-smi mig -lgipp`), see pkg/simulate/models.go.
+	if gpus != 8 || counterSets != 7 || shareable != 1 || migs != 7*25 {
+		t.Fatalf("published %d GPUs (%d shareable), %d MIG devices, %d counter sets; want 8 GPUs (1 shareable), 175 MIG devices, 7 counter sets", gpus, shareable, migs, counterSets)
 	}
 	t.Logf("%d slices: %d GPUs (%d shareable), %d MIG devices, %d counter sets accepted by the apiserver", len(slices), gpus, shareable, migs, counterSets)
 }
