@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
@@ -339,82 +337,6 @@ func (m *migSim) writeInstanceFiles(dev *server.Device, gi *server.GpuInstance, 
 	return writeIfChanged(p, []byte(line))
 }
 
-// migHandles returns a handle per MIG device (GPU instance with a compute
-// instance), ordered by placement as NVML orders them.
-func (m *migSim) migHandles(dev *server.Device) []nvml.Device {
-	dev.RLock()
-	gis := make([]*server.GpuInstance, 0, len(dev.GpuInstances))
-	for gi := range dev.GpuInstances {
-		gis = append(gis, gi)
-	}
-	dev.RUnlock()
-	sort.Slice(gis, func(a, b int) bool { return gis[a].Info.Placement.Start < gis[b].Info.Placement.Start })
-	var out []nvml.Device
-	for _, gi := range gis {
-		gi.RLock()
-		for ci := range gi.ComputeInstances {
-			out = append(out, m.handle(dev, gi, ci))
-		}
-		gi.RUnlock()
-	}
-	return out
-}
-
-// handle returns the cached handle of a MIG device; mock devices are large.
-func (m *migSim) handle(parent *server.Device, gi *server.GpuInstance, ci *server.ComputeInstance) nvml.Device {
-	m.handlesMu.Lock()
-	defer m.handlesMu.Unlock()
-	h, ok := m.handles[ci]
-	if !ok {
-		h = m.migHandle(parent, gi, ci)
-		m.handles[ci] = h
-	}
-	return h
-}
-
-func (m *migSim) migHandle(parent *server.Device, gi *server.GpuInstance, ci *server.ComputeInstance) nvml.Device {
-	row, _ := m.sim.Profile.hw.profileRow(gi.Info.ProfileId)
-	ciInfo := parent.Config.MIGProfiles.ComputeInstanceProfiles[int(gi.Info.ProfileId)][int(ci.Info.ProfileId)]
-	uuid := migUUID(parent, gi)
-	// A MIG device's attributes, as nvmlDeviceGetAttributes_v2 reports them
-	// for MIG device handles (the only handles it supports): the compute
-	// instance's SMs, the GPU instance's engines, slices and memory.
-	attrs := nvml.DeviceAttributes{
-		MultiprocessorCount: ciInfo.MultiprocessorCount, SharedCopyEngineCount: row.ce,
-		SharedDecoderCount: row.dec, SharedEncoderCount: row.enc, SharedJpegCount: row.jpeg, SharedOfaCount: row.ofa,
-		GpuInstanceSliceCount: row.slices, ComputeInstanceSliceCount: ciInfo.SliceCount, MemorySizeMB: row.memMB,
-	}
-	lost := func() nvml.Return { return m.sim.fault(parent.UUID) }
-	return &mock.Device{
-		GetUUIDFunc:                            func() (string, nvml.Return) { return uuid, nvml.SUCCESS },
-		GetGpuInstanceIdFunc:                   func() (int, nvml.Return) { return int(gi.Info.Id), nvml.SUCCESS },
-		GetComputeInstanceIdFunc:               func() (int, nvml.Return) { return int(ci.Info.Id), nvml.SUCCESS },
-		IsMigDeviceHandleFunc:                  func() (bool, nvml.Return) { return true, nvml.SUCCESS },
-		GetDeviceHandleFromMigDeviceHandleFunc: func() (nvml.Device, nvml.Return) { return parent, nvml.SUCCESS },
-		GetNameFunc: func() (string, nvml.Return) {
-			return parent.Config.Name + " MIG " + row.name, nvml.SUCCESS
-		},
-		GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
-			if r := lost(); r != nvml.SUCCESS {
-				return nvml.DeviceAttributes{}, r
-			}
-			return attrs, nvml.SUCCESS
-		},
-		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
-			if r := lost(); r != nvml.SUCCESS {
-				return nvml.Memory{}, r
-			}
-			return nvml.Memory{Total: row.memMB << 20, Free: row.memMB << 20}, nvml.SUCCESS
-		},
-	}
-}
-
-func hasComputeInstances(gi *server.GpuInstance) bool {
-	gi.RLock()
-	defer gi.RUnlock()
-	return len(gi.ComputeInstances) > 0
-}
-
 // findByID looks an instance up by its NVML ID.
 func findByID[T comparable](set map[T]struct{}, idOf func(T) uint32, id int) (T, nvml.Return) {
 	for x := range set {
@@ -437,77 +359,4 @@ func validPlacement(dev *server.Device, profileID uint32, p nvml.GpuInstancePlac
 
 func overlaps(a, b nvml.GpuInstancePlacement) bool {
 	return a.Start < b.Start+b.Size && b.Start < a.Start+a.Size
-}
-
-// MigInstanceCount reports how many GPU instances a simulated GPU holds.
-func (s *Simulator) MigInstanceCount(uuid string) int {
-	if dev := s.device(uuid); dev != nil {
-		return s.mig.instanceCount(dev)
-	}
-	return 0
-}
-
-func (s *Simulator) device(uuid string) *server.Device {
-	for _, d := range s.Devices {
-		if dev := d.(*server.Device); dev.UUID == uuid {
-			return dev
-		}
-	}
-	return nil
-}
-
-// ResetGPU resets a GPU as `nvidia-smi --gpu-reset` does: a pending MIG mode
-// takes effect (turning MIG mode off removes every MIG instance). It fails
-// while another client holds the GPU. The simulator never resets a GPU by
-// itself; this is the admin's action.
-func (s *Simulator) ResetGPU(uuid string) error {
-	dev := s.device(uuid)
-	if dev == nil {
-		return fmt.Errorf("no simulated GPU %s", uuid)
-	}
-	if s.inUse(uuid) {
-		return errors.New("the GPU is in use by another client")
-	}
-	m := s.mig
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	dev.Lock()
-	dev.MigMode = m.pending[dev]
-	if dev.MigMode == nvml.DEVICE_MIG_DISABLE {
-		for gi := range dev.GpuInstances {
-			gi.Lock()
-			for ci := range gi.ComputeInstances {
-				_ = os.Remove(s.MigDevicePath(migUUID(dev, gi)))
-				s.removeCICap(dev.Minor, int(gi.Info.Id), int(ci.Info.Id))
-				m.handlesMu.Lock()
-				delete(m.handles, ci)
-				m.handlesMu.Unlock()
-			}
-			gi.Unlock()
-			s.removeGICaps(dev.Minor, int(gi.Info.Id))
-			delete(dev.GpuInstances, gi)
-		}
-	}
-	dev.Unlock()
-	if ret := m.save(); ret != nvml.SUCCESS {
-		return fmt.Errorf("save simulated MIG state: %s", nvml.ErrorString(ret))
-	}
-	return nil
-}
-
-// SetMigModeAsAdmin sets a GPU's MIG mode as an admin does on any GPU:
-// nvidia-smi -mig followed, where the GPU needs it, by a reset.
-func (s *Simulator) SetMigModeAsAdmin(uuid string, mode int) error {
-	dev := s.device(uuid)
-	if dev == nil {
-		return fmt.Errorf("no simulated GPU %s", uuid)
-	}
-	activation, ret := dev.SetMigMode(mode)
-	if ret != nvml.SUCCESS {
-		return fmt.Errorf("set MIG mode: %s", nvml.ErrorString(ret))
-	}
-	if activation == nvml.SUCCESS {
-		return nil
-	}
-	return s.ResetGPU(uuid)
 }

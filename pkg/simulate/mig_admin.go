@@ -1,0 +1,86 @@
+// What an admin (or a test) does to a simulated GPU from outside the
+// plugin: count instances, reset the GPU, set MIG mode.
+
+package simulate
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+)
+
+// MigInstanceCount reports how many GPU instances a simulated GPU holds.
+func (s *Simulator) MigInstanceCount(uuid string) int {
+	if dev := s.device(uuid); dev != nil {
+		return s.mig.instanceCount(dev)
+	}
+	return 0
+}
+
+func (s *Simulator) device(uuid string) *server.Device {
+	for _, d := range s.Devices {
+		if dev := d.(*server.Device); dev.UUID == uuid {
+			return dev
+		}
+	}
+	return nil
+}
+
+// ResetGPU resets a GPU as `nvidia-smi --gpu-reset` does: a pending MIG mode
+// takes effect (turning MIG mode off removes every MIG instance). It fails
+// while another client holds the GPU. The simulator never resets a GPU by
+// itself; this is the admin's action.
+func (s *Simulator) ResetGPU(uuid string) error {
+	dev := s.device(uuid)
+	if dev == nil {
+		return fmt.Errorf("no simulated GPU %s", uuid)
+	}
+	if s.inUse(uuid) {
+		return errors.New("the GPU is in use by another client")
+	}
+	m := s.mig
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dev.Lock()
+	dev.MigMode = m.pending[dev]
+	if dev.MigMode == nvml.DEVICE_MIG_DISABLE {
+		for gi := range dev.GpuInstances {
+			gi.Lock()
+			for ci := range gi.ComputeInstances {
+				_ = os.Remove(s.MigDevicePath(migUUID(dev, gi)))
+				s.removeCICap(dev.Minor, int(gi.Info.Id), int(ci.Info.Id))
+				m.handlesMu.Lock()
+				delete(m.handles, ci)
+				m.handlesMu.Unlock()
+			}
+			gi.Unlock()
+			s.removeGICaps(dev.Minor, int(gi.Info.Id))
+			delete(dev.GpuInstances, gi)
+		}
+	}
+	dev.Unlock()
+	if ret := m.save(); ret != nvml.SUCCESS {
+		return fmt.Errorf("save simulated MIG state: %s", nvml.ErrorString(ret))
+	}
+	return nil
+}
+
+// SetMigModeAsAdmin sets a GPU's MIG mode as an admin does on any GPU:
+// nvidia-smi -mig followed, where the GPU needs it, by a reset.
+func (s *Simulator) SetMigModeAsAdmin(uuid string, mode int) error {
+	dev := s.device(uuid)
+	if dev == nil {
+		return fmt.Errorf("no simulated GPU %s", uuid)
+	}
+	activation, ret := dev.SetMigMode(mode)
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("set MIG mode: %s", nvml.ErrorString(ret))
+	}
+	if activation == nvml.SUCCESS {
+		return nil
+	}
+	return s.ResetGPU(uuid)
+}
