@@ -12,6 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/cluster/lib.sh
+lock_cluster
 export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK GPU_DRA_KUBELET_DIR=$KUBELET_DIR
 export CHAOS_ROUNDS=${CHAOS_ROUNDS:-3}
 t0=$(now)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # End-to-end tests on a real local cluster: builds what is missing (cached),
 # brings the cluster up (or reuses it), installs the chart with simulated
-# H100s and runs test/e2e. KEEP_CLUSTER=1 leaves the cluster running.
+# H100s and runs test/e2e. KEEP_CLUSTER=1 leaves the cluster running;
+# E2E_RUN=<regexp> runs only the matching tests (go test -run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/cluster/lib.sh
+lock_cluster
 export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK GPU_DRA_KUBELET_DIR=$KUBELET_DIR
 s=$(now); hack/cluster/build.sh all; say "build: $(since "$s")s"
 s=$(now); hack/cluster/cluster.sh up; say "cluster up: $(since "$s")s"
@@ -12,7 +14,7 @@ s=$(now); hack/cluster/cluster.sh up; say "cluster up: $(since "$s")s"
 kubectl delete namespace gpu-demo gpu-demo-2 --ignore-not-found --wait=true >/dev/null
 s=$(now); hack/cluster/deploy.sh h100x8; say "deploy: $(since "$s")s"
 s=$(now)
-CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go test -count=1 -tags e2e -timeout 20m -v ./test/e2e/ 2>&1 | grep -vE '^\s*$'
+CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go test -count=1 -tags e2e -timeout 20m -run "${E2E_RUN:-.}" -v ./test/e2e/ 2>&1 | grep -vE '^\s*$'
 rc=${PIPESTATUS[0]}
 say "e2e: $(since "$s")s"
 exit "$rc"

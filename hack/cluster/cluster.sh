@@ -10,6 +10,9 @@
 # loopback-only apiserver, kubelet reached by its hostname.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
+# The daemons started here outlive this script: they must not inherit the
+# cluster lock (fd 9) that demo/e2e/chaos hold, or it would never be released.
+exec 9>&-
 export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK
 DRA_GATES=${DRA_GATES:-GenericWorkload=true,DRAWorkloadResourceClaims=true,DRAResourcePoolStatus=true,DRAListTypeAttributes=true,DRADerivedAttributes=true,DRANodeAllocatableResources=true,DRAPartitionableDevicesType=true,DRADeviceCompatibilityGroups=true,DRAOptionalNodeOperations=true}
 COMPONENTS="etcd kube-apiserver kube-scheduler kube-controller-manager containerd kubelet"

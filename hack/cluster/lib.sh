@@ -28,3 +28,10 @@ say() { echo "[$(date +%T)] $*"; }
 die() { echo "[$(date +%T)] ERROR: $*" >&2; exit 1; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
+
+# lock_cluster serializes scripts that use the one local cluster of this
+# machine (demo, e2e, chaos): a second run waits until the first exits.
+lock_cluster() {
+  exec 9>"${TMPDIR:-/tmp}/gdra-cluster.lock"
+  flock 9
+}
