@@ -19,6 +19,7 @@ import (
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/devicestatus"
 )
 
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
@@ -402,7 +403,15 @@ func TestRestartRewritesDeviceStatus(t *testing.T) {
 	n := newNode(t, "h100x2")
 	c := n.claim("kept", []string{"gpu-1"})
 	n.mustPrepare(c)
+	// The stopped instance's status writer must be done with the client
+	// before the reactor chain changes (client-go's fake does not lock it).
+	old := n.driver.state.Status.(*devicestatus.Writer)
 	n.stop()
+	select {
+	case <-old.Done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stopped plugin's status writer did not stop")
+	}
 	var writes atomic.Int32
 	n.client.PrependReactor("patch", "resourceclaims", func(action k8stesting.Action) (bool, k8sruntime.Object, error) {
 		if action.GetSubresource() == "status" && action.(k8stesting.PatchAction).GetName() == c.Name {

@@ -182,7 +182,9 @@ func TestSharingValidationPerClaim(t *testing.T) {
 
 func TestDeadMPSDaemonIsRestarted(t *testing.T) {
 	n := newNode(t, "h100x1")
-	go n.driver.state.SuperviseSharing(context.Background(), 20*time.Millisecond)
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop) // before the node's state dir goes
+	go n.driver.state.SuperviseSharing(ctx, 20*time.Millisecond)
 	claim := n.claim("mps", []string{"gpu-0"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"MPS"}}`)
 	n.mustPrepare(claim)
 	m, d := n.mps(n.driver.cfg.Backend.Inventory.GPUs[0].UUID)
@@ -196,7 +198,10 @@ func TestDeadMPSDaemonIsRestarted(t *testing.T) {
 		return ok && again != pid
 	})
 	n.unprepare(claim)
-	time.Sleep(100 * time.Millisecond) // a supervisor pass after unprepare must not revive it
+	// A supervisor pass after unprepare must not revive it.
+	if err := n.driver.state.SuperviseSharingOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := m.PID(d); ok {
 		t.Fatal("daemon runs after its claim was unprepared")
 	}

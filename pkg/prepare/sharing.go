@@ -235,17 +235,29 @@ func (s *State) SuperviseSharing(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		leave, err := s.enter()
+		err := s.SuperviseSharingOnce(ctx)
 		if errors.Is(err, checkpoint.ErrSuperseded) {
 			return // the newer plugin instance supervises from now on
 		}
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Supervising MPS daemons")
-			continue
 		}
-		s.superviseOnce(ctx)
-		leave()
 	}
+}
+
+// SuperviseSharingOnce is one pass of SuperviseSharing: it restarts the
+// dead MPS daemons of prepared claims, holding the state like a prepare.
+func (s *State) SuperviseSharingOnce(ctx context.Context) error {
+	if s.Sharing == nil {
+		return nil
+	}
+	leave, err := s.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
+	s.superviseOnce(ctx)
+	return nil
 }
 
 // superviseOnce restarts the dead MPS daemons of prepared claims.
