@@ -184,7 +184,6 @@ func (d *Driver) Stop() { d.helper.Stop() }
 // Activity counts the kubelet's prepare and unprepare calls so far.
 func (d *Driver) Activity() uint64 { return d.calls.Load() }
 
-
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	if len(claims) > 0 { // the liveness probe's empty calls are not activity
