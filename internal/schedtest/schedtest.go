@@ -6,10 +6,6 @@ package schedtest
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"runtime"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -21,8 +17,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/dynamic-resource-allocation/structured"
-	"sigs.k8s.io/yaml"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/deployments/static"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
@@ -85,26 +81,12 @@ func NewFromSlices(t T, nodeName string, objs []*resourceapi.ResourceSlice) *Clu
 	return c
 }
 
-// RepoRoot is the module root, found from this file's location.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
-// ShippedDeviceClasses loads deployments/static/deviceclasses.yaml.
+// ShippedDeviceClasses returns the DeviceClasses the driver ships.
 func ShippedDeviceClasses(t T) []*resourceapi.DeviceClass {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(RepoRoot(), "deployments", "static", "deviceclasses.yaml"))
+	out, err := static.DeviceClasses()
 	if err != nil {
-		t.Fatalf("read DeviceClasses: %v", err)
-	}
-	var out []*resourceapi.DeviceClass
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var dc resourceapi.DeviceClass
-		if err := yaml.UnmarshalStrict([]byte(doc), &dc); err != nil {
-			t.Fatalf("decode DeviceClass: %v", err)
-		}
-		out = append(out, &dc)
+		t.Fatalf("DeviceClasses: %v", err)
 	}
 	return out
 }
