@@ -54,13 +54,16 @@ test-race: ## Prepare, unprepare, recovery and checkpoint tests under the race d
 	$(GO) test -count=1 -race -run 'Concurrent|Sharing|MPS|Restart|Recover|Failed' ./pkg/driver/
 
 STATICCHECK_VERSION ?= v0.8.2
+ERRCHECK_VERSION ?= v1.9.0
 
-lint: ## gofmt, go vet and staticcheck (e2e code included)
+lint: ## gofmt, go vet, staticcheck, errcheck (e2e code included) and go mod tidy
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/e2e/
 	$(GO) vet -tags e2e,chaos ./test/e2e/
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	$(GO) run github.com/kisielk/errcheck@$(ERRCHECK_VERSION) -ignoretests -exclude hack/errcheck-excludes.txt ./...
+	$(GO) mod tidy -diff
 
 bench: ## Prepare/unprepare benchmarks over the kubelet socket
 	$(GO) test -run '^$$' -bench PrepareUnprepare -benchtime 2s -count 5 ./pkg/driver/

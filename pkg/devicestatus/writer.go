@@ -171,7 +171,7 @@ func (w *Writer) processNext(ctx context.Context) bool {
 	}
 	attempt := w.queue.NumRequeues(uid) + 1
 	if attempt >= w.retries {
-		klog.FromContext(ctx).Info("Writing device status failed; giving up", "claim", klog.KRef(u.namespace, u.name), "attempts", attempt, "err", err)
+		klog.FromContext(ctx).Error(err, "Writing device status failed; giving up", "claim", klog.KRef(u.namespace, u.name), "attempts", attempt)
 		w.queue.Forget(uid)
 		return true
 	}

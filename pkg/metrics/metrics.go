@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
@@ -82,7 +83,9 @@ func (m *Metrics) Serve(ctx context.Context, addr string, live func() error) (ne
 	}()
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			_ = err // the listener is gone; liveness probes will notice
+			// /healthz is served here too, so the kubelet's liveness probe
+			// fails from now on and restarts the container.
+			klog.FromContext(ctx).Error(err, "Serving metrics and liveness stopped", "address", l.Addr().String())
 		}
 	}()
 	return l.Addr(), nil
