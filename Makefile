@@ -25,9 +25,9 @@ build: ## Build the plugin, the gpudra CLI, the static nvidia-smi stand-in and n
 	CGO_ENABLED=0 $(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/nvidia-smi-sim ./cmd/nvidia-smi-sim
 	GOBIN=$(abspath $(BIN_DIR)) $(GO) install -trimpath -ldflags "-s -w" $(NVIDIA_CDI_HOOK)@$$($(GO) list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)
 
-test: ## Run all unit and plugin tests (no GPU, no cluster needed)
+test: ## Run all unit and plugin tests under the race detector (no GPU, no cluster needed)
 	hack/cluster/build.sh helm
-	$(GO) test -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 # Fuzz targets as package:FuzzName pairs; add yours on a line of its own.
 # Their seed corpora (testdata/fuzz/<FuzzName>) also run as plain tests in `make test`.
@@ -49,9 +49,7 @@ CHAOS_LOCAL_ROUNDS ?= 100
 chaos-local: ## SIGKILL a plugin process at random points of prepare and unprepare, CHAOS_LOCAL_ROUNDS rounds (2 kills each), no cluster
 	set -o pipefail; GDRA_CHAOS_ROUNDS=$(CHAOS_LOCAL_ROUNDS) $(GO) test -count=1 -timeout 60m -run '^TestChaosKillsDuringPrepareAndUnprepare$$' -v ./pkg/driver/ 2>&1 | grep -E '^(=== RUN|--- |\s+chaos_test|PASS|FAIL|ok)'
 
-test-race: ## Prepare, unprepare, recovery and checkpoint tests under the race detector
-	$(GO) test -count=1 -race ./pkg/checkpoint/ ./pkg/prepare/ ./pkg/cdi/ ./pkg/sharing/
-	$(GO) test -count=1 -race -run 'Concurrent|Sharing|MPS|Restart|Recover|Failed' ./pkg/driver/
+test-race: test ## Kept for old habits: make test runs under the race detector
 
 STATICCHECK_VERSION ?= v0.8.2
 ERRCHECK_VERSION ?= v1.9.0
