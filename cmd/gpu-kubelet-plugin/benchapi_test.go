@@ -82,8 +82,13 @@ func BenchmarkPrepareAPI(b *testing.B) {
 	go func() { done <- cmd.ExecuteContext(pluginCtx) }()
 	b.Cleanup(func() {
 		stop()
-		if err := <-done; err != nil {
-			b.Errorf("plugin: %v", err)
+		select {
+		case err := <-done:
+			if err != nil {
+				b.Errorf("plugin: %v", err)
+			}
+		case <-time.After(time.Minute):
+			b.Error("the plugin did not stop within a minute")
 		}
 	})
 	sock := filepath.Join(root, "kubelet", "plugins", driverName, "dra.sock")

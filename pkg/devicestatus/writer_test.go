@@ -96,7 +96,7 @@ func start(t *testing.T, client *fake.Clientset, opts Options) *Writer {
 	w := New(ctx, client, "gpu.nvidia.com", opts)
 	t.Cleanup(func() {
 		cancel()
-		<-w.Done
+		receive(t, w.Done, "the writer to stop")
 	})
 	return w
 }
@@ -141,7 +141,7 @@ func TestCoalescesToNewest(t *testing.T) {
 	w := start(t, client, Options{})
 
 	w.Prepared(claim("a"), devices("GPU-1"))
-	<-entered // the first write of a is in flight
+	receive(t, entered, "the first write of a") // in flight now
 	for _, uuid := range []string{"GPU-2", "GPU-3", "GPU-4"} {
 		w.Prepared(claim("a"), devices(uuid))
 	}
@@ -285,4 +285,17 @@ func TestShareIDIsWritten(t *testing.T) {
 	if got := api.waitFor(t, 1)[0].shareIDs; len(got) != 1 || got[0] != "share-1" {
 		t.Fatalf("share IDs written: %q", got)
 	}
+}
+
+// receive waits for a value on ch, failing the test instead of hanging.
+func receive[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	var zero T
+	return zero
 }

@@ -163,7 +163,7 @@ func (r *chaosRig) kill() {
 		return
 	}
 	_ = r.proc.cmd.Process.Signal(syscall.SIGKILL)
-	<-r.proc.exited
+	receive(r.t, r.proc.exited, "the killed plugin to exit")
 	r.proc.conn.Close()
 	r.proc = nil
 }

@@ -268,3 +268,16 @@ func (n *node) requireStillPrepared(claim *resourceapi.ResourceClaim, ids []stri
 		n.t.Fatal("CDI spec left after unprepare in restarted plugin")
 	}
 }
+
+// receive waits for a value on ch, failing the test instead of hanging.
+func receive[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	var zero T
+	return zero
+}

@@ -365,7 +365,7 @@ func TestConcurrentSharedPrepareUnprepare(t *testing.T) {
 		}()
 	}
 	for range claims {
-		if err := <-errs; err != nil {
+		if err := receive(t, errs, "a claim's prepare/unprepare cycles"); err != nil {
 			t.Fatal(err)
 		}
 	}
