@@ -133,12 +133,18 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 			return nil, fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
+	// The directory is the plugin's own; plugins_registry is the kubelet's.
+	if err := os.Chmod(cfg.PluginDir, PluginDirMode); err != nil {
+		return nil, fmt.Errorf("restrict %s: %w", cfg.PluginDir, err)
+	}
 	opts := []kubeletplugin.Option{
 		kubeletplugin.DriverName(cfg.DriverName),
 		kubeletplugin.NodeName(cfg.NodeName),
 		kubeletplugin.KubeClient(cfg.Client),
 		kubeletplugin.PluginDataDirectoryPath(cfg.PluginDir),
 		kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir),
+		kubeletplugin.PluginListener(listenUnix),
+		kubeletplugin.RegistrarListener(listenUnix),
 		// Claims are locked per claim and per device in prepare.State.
 		kubeletplugin.Serialize(false),
 	}

@@ -33,6 +33,7 @@ func TestDriver(t *testing.T) {
 	}{
 		{"ResourceSlicesPublished", testResourceSlices},
 		{"NodeRestrictionPolicy", testNodeRestriction},
+		{"PluginPodHardened", testPluginPodHardened},
 		{"DistinctGPUsFromOneTemplate", testDistinctGPUs},
 		{"SharedClaims", testSharedClaims},
 		{"SelectorsAndUnsatisfiable", testSelectors},

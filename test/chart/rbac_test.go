@@ -1,0 +1,136 @@
+package chart
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// renderKind runs helm template and decodes (strictly) the one document of
+// the given kind whose name ends with suffix.
+func renderKind(t *testing.T, kind, suffix string, into any, set ...string) {
+	t.Helper()
+	args := []string{"template", "gpu-dra-driver", chartDir, "--namespace", "gpu-dra-driver", "--kube-version", "v1.37.0"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	cmd := exec.Command(helmBinary(t), args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	var found []string
+	for _, doc := range strings.Split(string(out), "\n---") {
+		var meta struct {
+			Kind     string
+			Metadata struct{ Name string }
+		}
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil || meta.Kind != kind {
+			continue
+		}
+		found = append(found, meta.Metadata.Name)
+		if strings.HasSuffix(meta.Metadata.Name, suffix) {
+			if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
+				t.Fatalf("%s %s: %v", kind, meta.Metadata.Name, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no %s named *%s rendered (found %v)", kind, suffix, found)
+}
+
+// rule is a PolicyRule in one comparable line.
+func rule(r rbacv1.PolicyRule) string {
+	return fmt.Sprintf("groups=%v resources=%v names=%v verbs=%v nonResource=%v", r.APIGroups, r.Resources, r.ResourceNames, r.Verbs, r.NonResourceURLs)
+}
+
+// The plugin's ClusterRole is exactly what the plugin calls (see the rule
+// comments in rbac.yaml and the README's Security section): no wildcard, no
+// list of claims, no write to other claims' status, no other resources.
+func TestChartRBACIsExactlyWhatThePluginUses(t *testing.T) {
+	var role rbacv1.ClusterRole
+	renderKind(t, "ClusterRole", "-kubelet-plugin", &role, "driverName="+testDriver)
+	var got []string
+	for _, r := range role.Rules {
+		got = append(got, rule(r))
+		for _, s := range slices.Concat(r.APIGroups, r.Resources, r.Verbs, r.ResourceNames) {
+			if strings.Contains(s, "*") {
+				t.Errorf("wildcard in %s", rule(r))
+			}
+		}
+	}
+	want := []string{
+		rule(rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}),
+		rule(rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}}),
+		rule(rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices"}, Verbs: []string{"list", "watch", "create", "update", "delete"}}),
+		rule(rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"get"}}),
+		rule(rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/status"}, Verbs: []string{"patch"}}),
+		rule(rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/driver"}, ResourceNames: []string{testDriver}, Verbs: []string{"associated-node:patch"}}),
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("ClusterRole rules\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	}
+
+	var binding rbacv1.ClusterRoleBinding
+	renderKind(t, "ClusterRoleBinding", "-kubelet-plugin", &binding)
+	if len(binding.Subjects) != 1 || binding.Subjects[0].Kind != "ServiceAccount" || binding.Subjects[0].Name != "gpu-dra-driver-kubelet-plugin" || binding.Subjects[0].Namespace != "gpu-dra-driver" {
+		t.Errorf("binding subjects %+v, want only the plugin's ServiceAccount", binding.Subjects)
+	}
+	if binding.RoleRef.Name != role.Name || binding.RoleRef.Kind != "ClusterRole" {
+		t.Errorf("binding refers to %+v, want ClusterRole %s", binding.RoleRef, role.Name)
+	}
+}
+
+// The node-restriction policy: the plugin's ServiceAccount may create,
+// update and delete only ResourceSlices whose nodeName is the node of the
+// pod its token is bound to, and the binding denies (not just warns).
+func TestChartAdmissionPolicyPinsSlicesToTheOwnNode(t *testing.T) {
+	var policy admissionv1.ValidatingAdmissionPolicy
+	renderKind(t, "ValidatingAdmissionPolicy", "-resourceslices-own-node", &policy)
+	if policy.Spec.FailurePolicy == nil || *policy.Spec.FailurePolicy != admissionv1.Fail {
+		t.Errorf("failurePolicy %v, want Fail", policy.Spec.FailurePolicy)
+	}
+	rules := policy.Spec.MatchConstraints.ResourceRules
+	if len(rules) != 1 || !slices.Equal(rules[0].Resources, []string{"resourceslices"}) ||
+		!slices.Equal(rules[0].Operations, []admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete}) {
+		t.Errorf("match rules %+v, want CREATE, UPDATE and DELETE of resourceslices", rules)
+	}
+	if len(policy.Spec.MatchConditions) != 1 || !strings.Contains(policy.Spec.MatchConditions[0].Expression, `"system:serviceaccount:gpu-dra-driver:gpu-dra-driver-kubelet-plugin"`) {
+		t.Errorf("match conditions %+v, want the plugin's ServiceAccount", policy.Spec.MatchConditions)
+	}
+	vars := map[string]string{}
+	for _, v := range policy.Spec.Variables {
+		vars[v.Name] = v.Expression
+	}
+	if !strings.Contains(vars["userNodeName"], "authentication.kubernetes.io/node-name") {
+		t.Errorf("userNodeName %q does not come from the token's node-name claim", vars["userNodeName"])
+	}
+	if !strings.Contains(vars["objectNodeName"], "oldObject") {
+		t.Errorf("objectNodeName %q does not check the old object on DELETE", vars["objectNodeName"])
+	}
+	var exprs []string
+	for _, v := range policy.Spec.Validations {
+		exprs = append(exprs, v.Expression)
+	}
+	if !slices.Contains(exprs, `variables.userNodeName != ""`) || !slices.Contains(exprs, "variables.userNodeName == variables.objectNodeName") {
+		t.Errorf("validations %v, want a node for the user and that node on the slice", exprs)
+	}
+
+	var binding admissionv1.ValidatingAdmissionPolicyBinding
+	renderKind(t, "ValidatingAdmissionPolicyBinding", "-resourceslices-own-node", &binding)
+	if binding.Spec.PolicyName != policy.Name || !slices.Equal(binding.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+		t.Errorf("binding %+v, want Deny for %s", binding.Spec, policy.Name)
+	}
+}
