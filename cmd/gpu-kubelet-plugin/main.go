@@ -146,6 +146,11 @@ func (o *options) complete() error {
 	return nil
 }
 
+// publishOptions are the flags that shape what the node offers.
+func (o *options) publishOptions() slices.Options {
+	return slices.Options{DynamicMIG: o.gates.Enabled(DynamicMIG), FractionalMemory: o.fractional, FractionalGPUs: o.fractionalOn}
+}
+
 func printSlices(cmd *cobra.Command, o *options) error {
 	if err := o.complete(); err != nil {
 		return err
@@ -163,7 +168,13 @@ func printSlices(cmd *cobra.Command, o *options) error {
 	if err != nil {
 		return err
 	}
-	res := slices.Build(o.nodeName, b.Inventory, slices.Options{DynamicMIG: o.gates.Enabled(DynamicMIG), FractionalMemory: o.fractional, FractionalGPUs: o.fractionalOn})
+	// The same table the plugin publishes, with the checkpoint's dynamic
+	// MIG parents when --state-dir is a live node's.
+	table, err := driver.PreviewDeviceTable(b.Inventory, o.publishOptions(), o.backend.StateDir)
+	if err != nil {
+		return err
+	}
+	res := table.Resources(o.nodeName)
 	if err := slices.Validate(res); err != nil {
 		return err
 	}
@@ -191,12 +202,11 @@ func run(ctx context.Context, o *options) error {
 	d, err := driver.Start(ctx, driver.Config{
 		DriverName: o.driverName, NodeName: o.nodeName, Client: client, StatusClient: statusClient, Backend: backend,
 		StateDir: o.stateDir, CDIDir: o.cdiRoot,
-		PluginDir:        filepath.Join(o.kubeletDir, "plugins", o.driverName),
-		RegistrarDir:     filepath.Join(o.kubeletDir, "plugins_registry"),
-		RollingUpdateUID: types.UID(o.podUID),
-		Metrics:          m,
-		DynamicMIG:       o.gates.Enabled(DynamicMIG),
-		FractionalMemory: o.fractional, FractionalGPUs: o.fractionalOn,
+		PluginDir:         filepath.Join(o.kubeletDir, "plugins", o.driverName),
+		RegistrarDir:      filepath.Join(o.kubeletDir, "plugins_registry"),
+		RollingUpdateUID:  types.UID(o.podUID),
+		Metrics:           m,
+		Publish:           o.publishOptions(),
 		SharingStrategies: strategies,
 	})
 	if err != nil {

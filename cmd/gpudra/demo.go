@@ -61,14 +61,14 @@ func demoPods() []pod {
 	mig := func(name, profile string) resourceapi.DeviceRequest {
 		return schedtest.Request(name, "mig.nvidia.com", 1, fmt.Sprintf("device.attributes['gpu.nvidia.com'].profile == '%s'", profile))
 	}
-	slices := schedtest.Claim("mig-pod", mig("a", "3g.40gb"), mig("b", "2g.20gb"), mig("c", "1g.10gb"), mig("d", "1g.10gb"))
-	slices.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{MatchAttribute: &parent}}
+	migPod := schedtest.Claim("mig-pod", mig("a", "3g.40gb"), mig("b", "2g.20gb"), mig("c", "1g.10gb"), mig("d", "1g.10gb"))
+	migPod.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{MatchAttribute: &parent}}
 	return []pod{
 		{"trainer", "2 GPUs on one PCIe root", pair, nil},
 		{"inference", "an H100 (productName)", schedtest.Claim("inference", schedtest.Request("gpu", "gpu.nvidia.com", 1, h100)), nil},
 		{"notebook", "memory >= 64Gi", schedtest.Claim("notebook", schedtest.Request("gpu", "gpu.nvidia.com", 1, bigMem)), nil},
 		{"legacy", "limits nvidia.com/gpu: 1", schedtest.Claim("legacy", schedtest.Request("container-0", "gpu.nvidia.com", 1)), nil},
-		{"mig-pod", "4 MIG devices, one parent", slices, [][]string{{"a"}, {"b"}, {"c"}, {"d"}}},
+		{"mig-pod", "4 MIG devices, one parent", migPod, [][]string{{"a"}, {"b"}, {"c"}, {"d"}}},
 	}
 }
 
@@ -118,7 +118,7 @@ func runDemo(ctx context.Context, profile, smi string) error {
 		watched <- publication{s, time.Since(start), err}
 	}()
 	d, err := driver.Start(ctx, driver.Config{DriverName: driverName, NodeName: nodeName, Client: client, Backend: backend,
-		StateDir: dir("state"), CDIDir: dir("cdi"), PluginDir: dir("plugin"), RegistrarDir: dir("registry"), DynamicMIG: true})
+		StateDir: dir("state"), CDIDir: dir("cdi"), PluginDir: dir("plugin"), RegistrarDir: dir("registry"), Publish: slices.Options{DynamicMIG: true}})
 	if err != nil {
 		return err
 	}

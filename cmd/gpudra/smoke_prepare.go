@@ -157,7 +157,7 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 
 	client := fakeapi.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: smokeNode}})
 	d, err := driver.Start(ctx, driver.Config{DriverName: driverName, NodeName: smokeNode, Client: client, Backend: backend,
-		StateDir: dir("state"), CDIDir: dir("cdi"), PluginDir: dir("plugin"), RegistrarDir: dir("registry"), DynamicMIG: false})
+		StateDir: dir("state"), CDIDir: dir("cdi"), PluginDir: dir("plugin"), RegistrarDir: dir("registry")})
 	if err != nil {
 		r.fail("plugin start", "%v", err)
 		return

@@ -157,6 +157,30 @@ func Open(dir string) (*Store, Recovered, error) {
 	return s, rec, nil
 }
 
+// ReadOnly returns the valid records in dir without changing anything
+// there: damaged files are skipped rather than moved aside, and a missing
+// dir holds no records. For previews (--print-slices) of a live node.
+func ReadOnly(dir string) ([]PreparedClaim, error) {
+	entries, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint dir: %w", err)
+	}
+	var out []PreparedClaim
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, fileSuffix) {
+			continue
+		}
+		if claim, err := readFile(filepath.Join(dir, name)); err == nil && string(claim.UID)+fileSuffix == name {
+			out = append(out, claim)
+		}
+	}
+	return out, nil
+}
+
 func readFile(path string) (PreparedClaim, error) {
 	data, err := readCapped(path, MaxFileSize)
 	if err != nil {

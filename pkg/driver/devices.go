@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"fmt"
+
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
@@ -9,55 +11,54 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
-// dynamicParents lists GPUs on which the checkpoint holds MIG devices this
-// driver created, so a restart keeps treating them as dynamically
-// partitioned rather than as an admin's static MIG layout.
-func dynamicParents(store *checkpoint.Store) map[string]bool {
-	out := map[string]bool{}
-	for _, rec := range store.List() {
+// DeviceTable is what a node offers: its inventory, published with the
+// node's options, where GPUs on which the checkpoint holds MIG devices this
+// driver created stay dynamically partitioned (rather than being taken for
+// an admin's static MIG layout). The plugin and --print-slices both use it.
+func DeviceTable(inv *nvdev.Inventory, o slices.Options, records []checkpoint.PreparedClaim) slices.Table {
+	o.DynamicParents = map[string]bool{}
+	for _, rec := range records {
 		for _, d := range rec.Devices {
 			if d.Mig != nil && d.Mig.Dynamic {
-				out[d.Mig.ParentUUID] = true
+				o.DynamicParents[d.Mig.ParentUUID] = true
 			}
 		}
 	}
-	return out
+	return slices.NewTable(inv, o)
 }
 
-// allocatable lists the devices the node publishes, keyed by device name
-// (the same decisions as slices.Build), and the NVML handles the health
-// monitor watches.
-func allocatable(pool string, inv *nvdev.Inventory, o slices.Options) (map[string]*prepare.AllocatableDevice, []health.Device) {
-	devices := map[string]*prepare.AllocatableDevice{}
-	var watched []health.Device
-	add := func(d *prepare.AllocatableDevice) {
-		devices[d.Name] = d
-		watched = append(watched, health.Device{PoolName: pool, DeviceName: d.Name, NVML: d.GPU.Device})
+// PreviewDeviceTable is DeviceTable for a node's state directory, read
+// without changing anything in it.
+func PreviewDeviceTable(inv *nvdev.Inventory, o slices.Options, stateDir string) (slices.Table, error) {
+	records, err := checkpoint.ReadOnly(checkpointDir(stateDir))
+	if err != nil {
+		return slices.Table{}, fmt.Errorf("read the checkpoint: %w", err)
 	}
-	for _, g := range inv.GPUs {
-		mode := slices.ModeOf(g, o)
-		if slices.WholeGPUPublished(g, mode) {
-			add(&prepare.AllocatableDevice{Name: slices.GPUDeviceName(g.Minor), Kind: prepare.WholeGPU, GPU: g, Partitionable: mode == slices.DynamicMIG})
+	return DeviceTable(inv, o, records), nil
+}
+
+// allocatable maps the table's entries to what prepare needs, keyed by
+// device name, and lists the NVML handles the health monitor watches. It
+// makes no decision of its own: the table made them.
+func allocatable(pool string, table slices.Table) (map[string]*prepare.AllocatableDevice, []health.Device) {
+	devices := make(map[string]*prepare.AllocatableDevice, len(table.Entries))
+	watched := make([]health.Device, 0, len(table.Entries))
+	for _, e := range table.Entries {
+		d := &prepare.AllocatableDevice{
+			Name: e.Device.Name, Kind: kinds[e.Kind], GPU: e.GPU, Partitionable: e.Partitionable,
+			StaticUUID: e.StaticUUID, GIID: e.GIID, CIID: e.CIID,
 		}
-		switch mode {
-		case slices.StaticMIG:
-			for _, m := range g.MigDevices {
-				add(&prepare.AllocatableDevice{
-					Name: slices.MigDeviceName(g.Minor, m.Profile.Name, m.Placement.Start), Kind: prepare.StaticMig, GPU: g,
-					Placement:  mig.Placement{Profile: m.Profile, Start: m.Placement.Start, Size: m.Placement.Size},
-					StaticUUID: m.UUID, GIID: m.GIID, CIID: m.CIID,
-				})
-			}
-		case slices.DynamicMIG:
-			for _, p := range g.MigProfiles {
-				for _, pl := range p.Placements {
-					add(&prepare.AllocatableDevice{
-						Name: slices.MigDeviceName(g.Minor, p.Name, pl.Start), Kind: prepare.DynamicMig, GPU: g,
-						Placement: mig.Placement{Profile: p, Start: pl.Start, Size: pl.Size},
-					})
-				}
-			}
+		if e.Kind != slices.KindGPU {
+			d.Placement = mig.Placement{Profile: e.Profile, Start: e.Start, Size: e.Size}
 		}
+		devices[d.Name] = d
+		watched = append(watched, health.Device{PoolName: pool, DeviceName: d.Name, NVML: e.GPU.Device})
 	}
 	return devices, watched
+}
+
+var kinds = map[slices.Kind]prepare.DeviceKind{
+	slices.KindGPU:        prepare.WholeGPU,
+	slices.KindStaticMIG:  prepare.StaticMig,
+	slices.KindDynamicMIG: prepare.DynamicMig,
 }

@@ -45,11 +45,9 @@ type Config struct {
 	// RollingUpdateUID enables the helper's rolling updates (the pod UID).
 	RollingUpdateUID types.UID
 	Metrics          *metrics.Metrics
-	// DynamicMIG offers MIG-capable GPUs as partitionable devices.
-	DynamicMIG bool
-	// FractionalMemory and FractionalGPUs offer GPUs for memory-fraction sharing.
-	FractionalMemory bool
-	FractionalGPUs   []int
+	// Publish says how GPUs are offered (dynamic MIG, memory fractions);
+	// DynamicParents is filled in from the checkpoint at start.
+	Publish slices.Options
 	// SharingStrategies are the strategies claims may ask for.
 	SharingStrategies []configapi.SharingStrategy
 }
@@ -66,6 +64,9 @@ type Driver struct {
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 
+// checkpointDir holds the claim records under the plugin's state dir.
+func checkpointDir(stateDir string) string { return filepath.Join(stateDir, "checkpoint") }
+
 // Start recovers the checkpoint, serves the kubelet and publishes slices.
 func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	logger := klog.FromContext(ctx)
@@ -74,8 +75,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	// Another instance of the plugin may still serve this node (rolling
 	// update): wait for its in-flight calls, then own the state.
-	checkpointDir := filepath.Join(cfg.StateDir, "checkpoint")
-	fence, err := checkpoint.NewFence(checkpointDir, instanceToken(cfg.RollingUpdateUID))
+	fence, err := checkpoint.NewFence(checkpointDir(cfg.StateDir), instanceToken(cfg.RollingUpdateUID))
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 			releaseFence()
 		}
 	}()
-	store, rec, err := checkpoint.Open(checkpointDir)
+	store, rec, err := checkpoint.Open(checkpointDir(cfg.StateDir))
 	if err != nil {
 		return nil, err
 	}
@@ -100,12 +100,12 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	sliceOpts := slices.Options{DynamicMIG: cfg.DynamicMIG, FractionalMemory: cfg.FractionalMemory, FractionalGPUs: cfg.FractionalGPUs, DynamicParents: dynamicParents(store)}
-	resources := slices.Build(cfg.NodeName, cfg.Backend.Inventory, sliceOpts)
+	table := DeviceTable(cfg.Backend.Inventory, cfg.Publish, store.List())
+	resources := table.Resources(cfg.NodeName)
 	if err := slices.Validate(resources); err != nil {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
 	}
-	devices, watched := allocatable(cfg.NodeName, cfg.Backend.Inventory, sliceOpts)
+	devices, watched := allocatable(cfg.NodeName, table)
 	d := &Driver{cfg: cfg, health: health.New(watched)}
 	d.state = prepare.New(prepare.Config{
 		DriverName: cfg.DriverName, PoolName: cfg.NodeName, Devices: devices,

@@ -105,7 +105,7 @@ func (n *node) start(profile string) {
 	n.driver, err = Start(ctx, Config{
 		DriverName: testDriver, NodeName: testNode, Client: n.client, Backend: backend,
 		StateDir: n.dir("state"), CDIDir: n.dir("cdi"), PluginDir: n.dir("plugin"), RegistrarDir: n.dir("registry"),
-		DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional,
+		Publish:           gpuslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional},
 		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},
 	})
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
@@ -161,54 +160,4 @@ func ModeOf(g *nvdev.GPU, o Options) Mode {
 	default:
 		return Whole
 	}
-}
-
-// Build returns the node's resources: one pool named after the node. Counter
-// sets go into slices of their own (at most 8 per slice); devices are split
-// into slices under the API's per-slice limits.
-func Build(nodeName string, inv *nvdev.Inventory, o Options) resourceslice.DriverResources {
-	var devices []resourceapi.Device
-	var counterSets []resourceapi.CounterSet
-	for _, g := range inv.GPUs {
-		switch ModeOf(g, o) {
-		case Whole:
-			devices = append(devices, GPUDevice(inv, g))
-		case Shareable:
-			devices = append(devices, ShareableGPUDevice(inv, g))
-		case StaticMIG:
-			for _, m := range g.MigDevices {
-				devices = append(devices, MigDevice(inv, g, m.Profile, m.Placement.Start, m.Placement.Size, m.UUID))
-			}
-		case DynamicMIG:
-			set, devs := partitionableDevices(inv, g)
-			counterSets = append(counterSets, set)
-			devices = append(devices, devs...)
-		}
-	}
-	pool := resourceslice.Pool{}
-	for _, sets := range chunk(counterSets, MaxCounterSetsPerSlice) {
-		pool.Slices = append(pool.Slices, resourceslice.Slice{SharedCounters: sets})
-	}
-	perSlice := MaxDevicesPerSlice
-	if len(counterSets) > 0 {
-		perSlice = MaxDevicesPerSliceWithCounters
-	}
-	for _, c := range chunk(devices, perSlice) {
-		pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: c})
-	}
-	if len(pool.Slices) == 0 {
-		// An empty slice still tells the scheduler the pool exists and is empty.
-		pool.Slices = []resourceslice.Slice{{}}
-	}
-	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: pool}}
-}
-
-func chunk[T any](items []T, size int) [][]T {
-	var out [][]T
-	for len(items) > 0 {
-		n := min(size, len(items))
-		out = append(out, items[:n])
-		items = items[n:]
-	}
-	return out
 }

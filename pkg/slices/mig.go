@@ -148,9 +148,9 @@ func WholeGPUPublished(g *nvdev.GPU, m Mode) bool {
 // partitionableDevices returns, for a GPU with dynamic MIG, its counter set,
 // the whole-GPU device consuming every counter (where WholeGPUPublished),
 // and one device per valid (profile, placement).
-func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.CounterSet, []resourceapi.Device) {
+func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.CounterSet, []Entry) {
 	set := migCounterSet(g)
-	var devices []resourceapi.Device
+	var entries []Entry
 	if WholeGPUPublished(g, DynamicMIG) {
 		whole := GPUDevice(inv, g)
 		all := map[string]resourceapi.Counter{}
@@ -158,14 +158,14 @@ func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.Count
 			all[name] = c
 		}
 		whole.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: set.Name, Counters: all}}
-		devices = append(devices, whole)
+		entries = append(entries, Entry{Device: whole, Kind: KindGPU, GPU: g, Partitionable: true})
 	}
 	for _, p := range g.MigProfiles {
 		for _, pl := range p.Placements {
 			d := MigDevice(inv, g, p, pl.Start, pl.Size, "")
 			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{placementConsumption(g, p, pl.Start, pl.Size)}
-			devices = append(devices, d)
+			entries = append(entries, Entry{Device: d, Kind: KindDynamicMIG, GPU: g, Profile: p, Start: pl.Start, Size: pl.Size})
 		}
 	}
-	return set, devices
+	return set, entries
 }

@@ -1,0 +1,114 @@
+package slices
+
+import (
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+)
+
+// Kind is what preparing a published device involves.
+type Kind int
+
+const (
+	// KindGPU is a GPU used as a whole (possibly shared by memory fraction).
+	KindGPU Kind = iota
+	// KindStaticMIG is a MIG device an admin created; it is used as it is.
+	KindStaticMIG
+	// KindDynamicMIG is a MIG placement created at prepare, destroyed at unprepare.
+	KindDynamicMIG
+)
+
+// Entry is one device the node offers: the API device the scheduler
+// allocates, and what prepare needs to act on it. Both come from the same
+// decision, so a published device is always preparable and the other way
+// round.
+type Entry struct {
+	Device resourceapi.Device
+	Kind   Kind
+	// GPU is the GPU itself, or the parent of a MIG device.
+	GPU *nvdev.GPU
+	// Partitionable is set on whole GPUs that are also offered as dynamic
+	// MIG devices: their MIG mode must be off while used whole.
+	Partitionable bool
+	// Profile, Start and Size locate a MIG device; StaticUUID, GIID and
+	// CIID identify an existing (static) one.
+	Profile     nvdev.MigProfile
+	Start, Size uint32
+	StaticUUID  string
+	GIID, CIID  int
+}
+
+// Table is every device a node offers, in publication order, and the
+// counter sets its partitionable GPUs share.
+type Table struct {
+	Entries     []Entry
+	CounterSets []resourceapi.CounterSet
+}
+
+// NewTable decides, once, how each GPU of inv is offered.
+func NewTable(inv *nvdev.Inventory, o Options) Table {
+	var t Table
+	for _, g := range inv.GPUs {
+		switch ModeOf(g, o) {
+		case Whole:
+			t.Entries = append(t.Entries, Entry{Device: GPUDevice(inv, g), Kind: KindGPU, GPU: g})
+		case Shareable:
+			t.Entries = append(t.Entries, Entry{Device: ShareableGPUDevice(inv, g), Kind: KindGPU, GPU: g})
+		case StaticMIG:
+			for _, m := range g.MigDevices {
+				t.Entries = append(t.Entries, Entry{
+					Device: MigDevice(inv, g, m.Profile, m.Placement.Start, m.Placement.Size, m.UUID),
+					Kind:   KindStaticMIG, GPU: g, Profile: m.Profile, Start: m.Placement.Start, Size: m.Placement.Size,
+					StaticUUID: m.UUID, GIID: m.GIID, CIID: m.CIID,
+				})
+			}
+		case DynamicMIG:
+			set, entries := partitionableDevices(inv, g)
+			t.CounterSets = append(t.CounterSets, set)
+			t.Entries = append(t.Entries, entries...)
+		}
+	}
+	return t
+}
+
+// Resources returns the node's resources: one pool named after the node.
+// Counter sets go into slices of their own (at most 8 per slice); devices
+// are split into slices under the API's per-slice limits.
+func (t Table) Resources(nodeName string) resourceslice.DriverResources {
+	devices := make([]resourceapi.Device, len(t.Entries))
+	for i, e := range t.Entries {
+		devices[i] = e.Device
+	}
+	pool := resourceslice.Pool{}
+	for _, sets := range chunk(t.CounterSets, MaxCounterSetsPerSlice) {
+		pool.Slices = append(pool.Slices, resourceslice.Slice{SharedCounters: sets})
+	}
+	perSlice := MaxDevicesPerSlice
+	if len(t.CounterSets) > 0 {
+		perSlice = MaxDevicesPerSliceWithCounters
+	}
+	for _, c := range chunk(devices, perSlice) {
+		pool.Slices = append(pool.Slices, resourceslice.Slice{Devices: c})
+	}
+	if len(pool.Slices) == 0 {
+		// An empty slice still tells the scheduler the pool exists and is empty.
+		pool.Slices = []resourceslice.Slice{{}}
+	}
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{nodeName: pool}}
+}
+
+// Build returns the node's resources (NewTable, then Resources).
+func Build(nodeName string, inv *nvdev.Inventory, o Options) resourceslice.DriverResources {
+	return NewTable(inv, o).Resources(nodeName)
+}
+
+func chunk[T any](items []T, size int) [][]T {
+	var out [][]T
+	for len(items) > 0 {
+		n := min(size, len(items))
+		out = append(out, items[:n])
+		items = items[n:]
+	}
+	return out
+}
