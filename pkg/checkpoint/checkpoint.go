@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -209,7 +210,9 @@ func readFile(path string) (PreparedClaim, error) {
 // readCapped reads a regular file of at most limit bytes. Anything else
 // (a directory, a device, a huge file) is an error, never read whole.
 func readCapped(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+	// writer, and start-up with it. Reads of regular files ignore it.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
