@@ -135,7 +135,12 @@ func TestFenceSupersedesOlderInstance(t *testing.T) {
 	default:
 	}
 	leave()
-	(<-took)()
+	select {
+	case release := <-took:
+		release()
+	case <-time.After(10 * time.Second):
+		t.Fatal("take-over still waits after the older instance's call ended")
+	}
 	if _, err := old.Enter(); err != ErrSuperseded {
 		t.Fatalf("older instance after take-over: %v", err)
 	}
