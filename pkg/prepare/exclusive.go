@@ -49,13 +49,13 @@ func conflict(a, b heldDevice) bool {
 // never hand one GPU to two claims (its counters keep whole GPUs and MIG
 // devices apart), but the driver is the last line of defence against two
 // workloads on one GPU.
-func (s *State) reserve(uid types.UID, planned []plannedDevice) error {
+func (s *State) reserve(uid types.UID, planned []plannedDevice, records []checkpoint.PreparedDevice) error {
 	want := make([]heldDevice, len(planned))
 	for i, p := range planned {
-		want[i] = heldFrom(p.device, p.record)
+		want[i] = heldFrom(p.device, records[i])
 		for j := range i {
 			if planned[j].device.Name == p.device.Name {
-				return fmt.Errorf("device %s is allocated twice in this claim (requests %q and %q); each device may appear once", p.device.Name, planned[j].record.Requests, p.record.Requests)
+				return fmt.Errorf("device %s is allocated twice in this claim (requests %q and %q); each device may appear once", p.device.Name, records[j].Requests, records[i].Requests)
 			}
 			if conflict(want[j], want[i]) {
 				return fmt.Errorf("devices %s and %s of this claim use the same GPU hardware", planned[j].device.Name, p.device.Name)

@@ -12,56 +12,61 @@ import (
 )
 
 // plannedDevice is one allocated device with the config that applies to it.
+// Its checkpoint record is not kept here: plan returns the records apart,
+// and from then on the claim's record is the one place they change.
 type plannedDevice struct {
 	device *AllocatableDevice
 	config configapi.Config
-	record checkpoint.PreparedDevice
 	// extra are CDI edits prepare adds (MPS pipe and limits).
 	extra extraEdits
 }
 
 type extraEdits cdispec.ContainerEdits
 
-// plan checks a claim's allocation against this node and resolves configs.
-// It touches nothing, so a claim with a bad config fails before any work.
-func (s *State) plan(claim *resourceapi.ResourceClaim) ([]plannedDevice, error) {
+// plan checks a claim's allocation against this node and resolves configs;
+// it returns the devices to prepare and their initial records, in the same
+// order. It touches nothing, so a claim with a bad config fails before any
+// work.
+func (s *State) plan(claim *resourceapi.ResourceClaim) ([]plannedDevice, []checkpoint.PreparedDevice, error) {
 	if claim.Status.Allocation == nil {
-		return nil, fmt.Errorf("claim %s/%s is not allocated", claim.Namespace, claim.Name)
+		return nil, nil, fmt.Errorf("claim %s/%s is not allocated", claim.Namespace, claim.Name)
 	}
 	alloc := claim.Status.Allocation.Devices
 	configs, err := decodeConfigs(s.DriverName, alloc.Config)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var planned []plannedDevice
+	var records []checkpoint.PreparedDevice
 	for _, r := range alloc.Results {
 		if r.Driver != s.DriverName {
 			continue
 		}
 		if r.Pool != s.PoolName {
-			return nil, fmt.Errorf("device %s is in pool %q, this node serves pool %q", r.Device, r.Pool, s.PoolName)
+			return nil, nil, fmt.Errorf("device %s is in pool %q, this node serves pool %q", r.Device, r.Pool, s.PoolName)
 		}
 		dev, ok := s.Devices[r.Device]
 		if !ok {
-			return nil, fmt.Errorf("device %s is not published by this node; it may have been removed since the claim was allocated", r.Device)
+			return nil, nil, fmt.Errorf("device %s is not published by this node; it may have been removed since the claim was allocated", r.Device)
 		}
 		cfg, err := configFor(configs, r.Request, dev.Type())
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rec := newRecord(r, dev)
 		if rec.Sharing, err = s.resolveSharing(cfg, dev, r, len(planned)); err != nil {
-			return nil, fmt.Errorf("device %s: %w", r.Device, err)
+			return nil, nil, fmt.Errorf("device %s: %w", r.Device, err)
 		}
-		planned = append(planned, plannedDevice{device: dev, config: cfg, record: rec})
+		planned = append(planned, plannedDevice{device: dev, config: cfg})
+		records = append(records, rec)
 	}
 	if len(planned) == 0 {
-		return nil, fmt.Errorf("claim %s/%s has no device allocated by driver %s", claim.Namespace, claim.Name, s.DriverName)
+		return nil, nil, fmt.Errorf("claim %s/%s has no device allocated by driver %s", claim.Namespace, claim.Name, s.DriverName)
 	}
 	if err := checkConfigs(claim, configs, planned); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return planned, nil
+	return planned, records, nil
 }
 
 // newRecord is the checkpoint entry of an allocated device before any work.

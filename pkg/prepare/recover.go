@@ -190,7 +190,7 @@ func (s *State) adopt(logger klog.Logger, rec checkpoint.PreparedClaim, report *
 			report.problem(logger, err, "Restoring sharing of a prepared claim", "claimUID", rec.UID, "device", d.Device)
 		}
 		records = append(records, d)
-		planned = append(planned, plannedDevice{device: dev, record: d, extra: extra})
+		planned = append(planned, plannedDevice{device: dev, extra: extra})
 	}
 	if s.CDI.Intact(rec.UID) {
 		return

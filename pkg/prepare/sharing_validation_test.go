@@ -65,7 +65,7 @@ func share(c *resourceapi.ResourceClaim, memory, compute string) *resourceapi.Re
 
 func wantPlanError(t *testing.T, s *State, c *resourceapi.ResourceClaim, want ...string) {
 	t.Helper()
-	_, err := s.plan(c)
+	_, _, err := s.plan(c)
 	for _, w := range want {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Fatalf("plan: error %v, want it to contain %q", err, w)
@@ -90,11 +90,11 @@ func TestShareConsumedMemoryMustBeALimit(t *testing.T) {
 			wantPlanError(t, planState(), share(planClaim([]string{"gpu-0"}), memory, ""), want)
 		})
 	}
-	planned, err := planState().plan(share(planClaim([]string{"gpu-0"}), "20Gi", "40"))
+	_, records, err := planState().plan(share(planClaim([]string{"gpu-0"}), "20Gi", "40"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sh := planned[0].record.Sharing; sh == nil || sh.PinnedMemoryBytes != 20<<30 || sh.ActiveThreadPercentage != 40 {
+	if sh := records[0].Sharing; sh == nil || sh.PinnedMemoryBytes != 20<<30 || sh.ActiveThreadPercentage != 40 {
 		t.Fatalf("share of 20Gi and 40%% compute planned as %+v", sh)
 	}
 }
@@ -112,7 +112,7 @@ func TestShareComputePercentageInRange(t *testing.T) {
 		})
 	}
 	for _, compute := range []string{"0", "100"} {
-		if _, err := planState().plan(share(planClaim([]string{"gpu-0"}), "10Gi", compute)); err != nil {
+		if _, _, err := planState().plan(share(planClaim([]string{"gpu-0"}), "10Gi", compute)); err != nil {
 			t.Errorf("compute %s: %v", compute, err)
 		}
 	}
@@ -136,12 +136,12 @@ func TestPerDeviceLimitKeysMustMatchADevice(t *testing.T) {
 		`devices.config[0] (from claim): GpuConfig: sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit["GPU-typo"]: matches no device`,
 		`0, 1, GPU-aaa, GPU-bbb`)
 	wantPlanError(t, s, planClaim([]string{"gpu-0"}, perDeviceConfig("1")), `defaultPerDevicePinnedMemoryLimit["1"]: matches no device`, "keys are a device's index in the claim or its UUID: 0, GPU-aaa")
-	planned, err := s.plan(planClaim([]string{"gpu-0", "gpu-1"}, perDeviceConfig("1", "GPU-aaa")))
+	_, records, err := s.plan(planClaim([]string{"gpu-0", "gpu-1"}, perDeviceConfig("1", "GPU-aaa")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, p := range planned {
-		if got := p.record.Sharing.PinnedMemoryBytes; got != 2<<30 {
+	for i, r := range records {
+		if got := r.Sharing.PinnedMemoryBytes; got != 2<<30 {
 			t.Errorf("device %d: limit %d, want 2Gi", i, got)
 		}
 	}
@@ -159,12 +159,12 @@ func TestConfigRequestsMustExist(t *testing.T) {
 	wantPlanError(t, s, claim("gpu", "gpux"), `devices.config[0].requests[1]: "gpux" is not a request of claim ns/c`, `gpu, fa, fa/big, fa/small`)
 	wantPlanError(t, s, claim("fa/medium"), `devices.config[0].requests[0]: "fa/medium" is not a request`)
 	for _, ok := range [][]string{{"gpu"}, {"fa"}, {"fa/small", "gpu"}} {
-		if _, err := s.plan(claim(ok...)); err != nil {
+		if _, _, err := s.plan(claim(ok...)); err != nil {
 			t.Errorf("requests %v: %v", ok, err)
 		}
 	}
 	fromClass := planClaim([]string{"gpu-0"}, opaque(resourceapi.AllocationConfigSourceClass, testDriver, []string{"not-in-spec"}, timeSlice("Long")))
-	if _, err := s.plan(fromClass); err != nil {
+	if _, _, err := s.plan(fromClass); err != nil {
 		t.Errorf("DeviceClass config: %v", err)
 	}
 }

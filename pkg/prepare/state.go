@@ -127,20 +127,17 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 		}
 	}
 
-	planned, err := s.plan(claim)
+	planned, records, err := s.plan(claim)
 	if err != nil {
 		return nil, err
 	}
 	unlockDevices := s.deviceLocks.Lock(lockKeys(planned)...)
 	defer unlockDevices()
 
-	if err := s.reserve(claim.UID, planned); err != nil {
+	if err := s.reserve(claim.UID, planned, records); err != nil {
 		return nil, err
 	}
-	rec := checkpoint.PreparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, State: checkpoint.PrepareStarted}
-	for _, p := range planned {
-		rec.Devices = append(rec.Devices, p.record)
-	}
+	rec := checkpoint.PreparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, State: checkpoint.PrepareStarted, Devices: records}
 	if err := s.Store.Put(rec); err != nil {
 		s.releaseHeld(claim.UID)
 		return nil, err
