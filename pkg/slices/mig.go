@@ -146,11 +146,20 @@ func WholeGPUPublished(g *nvdev.GPU, m Mode) bool {
 }
 
 // partitionableDevices returns, for a GPU with dynamic MIG, its counter set,
-// the whole-GPU device consuming every counter (where WholeGPUPublished),
-// and one device per valid (profile, placement).
+// one device per valid (profile, placement) and the whole-GPU device
+// consuming every counter (where WholeGPUPublished), in the order that
+// packs pod-by-pod allocation well (packing.go).
 func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.CounterSet, []resourceapi.Device) {
 	set := migCounterSet(g)
-	var devices []resourceapi.Device
+	var placements []migPlacement
+	for _, p := range g.MigProfiles {
+		for _, pl := range p.Placements {
+			d := MigDevice(inv, g, p, pl.Start, pl.Size, "")
+			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{placementConsumption(g, p, pl.Start, pl.Size)}
+			placements = append(placements, migPlacement{device: d, profile: p})
+		}
+	}
+	devices := packingOrder(set, placements)
 	if WholeGPUPublished(g, DynamicMIG) {
 		whole := GPUDevice(inv, g)
 		all := map[string]resourceapi.Counter{}
@@ -159,13 +168,6 @@ func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.Count
 		}
 		whole.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: set.Name, Counters: all}}
 		devices = append(devices, whole)
-	}
-	for _, p := range g.MigProfiles {
-		for _, pl := range p.Placements {
-			d := MigDevice(inv, g, p, pl.Start, pl.Size, "")
-			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{placementConsumption(g, p, pl.Start, pl.Size)}
-			devices = append(devices, d)
-		}
 	}
 	return set, devices
 }
