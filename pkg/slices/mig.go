@@ -146,20 +146,12 @@ func WholeGPUPublished(g *nvdev.GPU, m Mode) bool {
 }
 
 // partitionableDevices returns, for a GPU with dynamic MIG, its counter set,
-// one device per valid (profile, placement) and the whole-GPU device
-// consuming every counter (where WholeGPUPublished), in the order that
-// packs pod-by-pod allocation well (packing.go).
+// the whole-GPU device consuming every counter (where WholeGPUPublished),
+// and one device per valid (profile, placement), in the order that packs
+// pod-by-pod allocation well (packing.go).
 func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.CounterSet, []resourceapi.Device) {
 	set := migCounterSet(g)
-	var placements []migPlacement
-	for _, p := range g.MigProfiles {
-		for _, pl := range p.Placements {
-			d := MigDevice(inv, g, p, pl.Start, pl.Size, "")
-			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{placementConsumption(g, p, pl.Start, pl.Size)}
-			placements = append(placements, migPlacement{device: d, profile: p})
-		}
-	}
-	devices := packingOrder(set, placements)
+	var devices []resourceapi.Device
 	if WholeGPUPublished(g, DynamicMIG) {
 		whole := GPUDevice(inv, g)
 		all := map[string]resourceapi.Counter{}
@@ -169,5 +161,13 @@ func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.Count
 		whole.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: set.Name, Counters: all}}
 		devices = append(devices, whole)
 	}
-	return set, devices
+	var placements []migPlacement
+	for _, p := range g.MigProfiles {
+		for _, pl := range p.Placements {
+			d := MigDevice(inv, g, p, pl.Start, pl.Size, "")
+			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{placementConsumption(g, p, pl.Start, pl.Size)}
+			placements = append(placements, migPlacement{device: d, profile: p})
+		}
+	}
+	return set, append(devices, packingOrder(set, placements)...)
 }

@@ -91,7 +91,7 @@ func TestMigFillsTheFirstGPUWithRoom(t *testing.T) {
 // TestPlacementOrder pins the rule of packing.go on the eight-slice table
 // (A100, H100, H200): per profile, the placements that waste nothing in
 // NVML's order, then those that strand a compute or memory slice (1g@6,
-// 1g.20gb off 6, 3g@0); profiles smallest first; the whole GPU last. The
+// 1g.20gb off 6, 3g@0); profiles smallest first; the whole GPU first. The
 // devices and their counters are those of the table, only reordered.
 func TestPlacementOrder(t *testing.T) {
 	inv := simulatedInventory(t, "h100x1")
@@ -117,7 +117,7 @@ func TestPlacementOrder(t *testing.T) {
 	for i, w := range want {
 		want[i] = "gpu-0-mig-" + w
 	}
-	want = append(want, "gpu-0")
+	want = append([]string{"gpu-0"}, want...)
 	if !slices.Equal(names, want) {
 		t.Fatalf("published order:\n%s\nwant:\n%s", strings.Join(names, " "), strings.Join(want, " "))
 	}
