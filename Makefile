@@ -10,7 +10,7 @@ export CGO_ENABLED ?= 1
 # keep every exported method of every type: +22 MB binary, +11 MiB idle RSS.
 GO_TAGS ?= grpcnotrace
 
-.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-startup bench-api demo demo-offline print-slices e2e chaos cluster-up cluster-down image chart-lint clean
+.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-packing bench-startup bench-api demo demo-offline print-slices e2e chaos cluster-up cluster-down image chart-lint clean
 
 help: ## Show targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -63,8 +63,13 @@ lint: ## gofmt, go vet, staticcheck, errcheck (e2e code included) and go mod tid
 	$(GO) run github.com/kisielk/errcheck@$(ERRCHECK_VERSION) -ignoretests -exclude hack/errcheck-excludes.txt ./...
 	$(GO) mod tidy -diff
 
-bench: ## Prepare/unprepare benchmarks over the kubelet socket
+bench: ## Prepare/unprepare benchmarks over the kubelet socket, then the MIG packing benchmark
 	$(GO) test -run '^$$' -bench PrepareUnprepare -benchtime 2s -count 5 ./pkg/driver/
+	$(MAKE) bench-packing
+
+# make test runs a reduced set (internal/migpacking's tests); this runs every layout of every model.
+bench-packing: ## MIG packing: arrival orders of every MIG layout allocated pod by pod through the scheduler's allocator, NVML's ascending order vs the published one
+	$(GO) run -tags $(GO_TAGS) ./cmd/gpudra mig-packing --order both
 
 bench-startup: ## Time to published slices and idle RSS against the local cluster (make cluster-up first)
 	hack/bench-startup.sh h100x8

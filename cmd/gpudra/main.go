@@ -3,7 +3,9 @@
 // devices for a few typical claims, the real plugin prepares them over its
 // kubelet socket, and the nvidia-smi stand-in shows what each container
 // would see. `gpudra smoke` runs the read-only checks of a real GPU host
-// that `make gpu-smoke` (hack/gpu-smoke.sh) reports.
+// that `make gpu-smoke` (hack/gpu-smoke.sh) reports. `gpudra mig-packing`
+// counts how well pod-by-pod allocation packs dynamic MIG devices
+// (`make bench-packing`).
 package main
 
 import (
@@ -18,7 +20,7 @@ import (
 func main() {
 	sharing.RunStandInIfRequested() // the demo's simulated MPS daemons
 	root := &cobra.Command{Use: "gpudra", Short: "Tools for the GPU DRA driver", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(newDemoCommand(), newSmokeCommand())
+	root.AddCommand(newDemoCommand(), newSmokeCommand(), newMigPackingCommand())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)

@@ -147,7 +147,8 @@ func WholeGPUPublished(g *nvdev.GPU, m Mode) bool {
 
 // partitionableDevices returns, for a GPU with dynamic MIG, its counter set,
 // the whole-GPU device consuming every counter (where WholeGPUPublished),
-// and one device per valid (profile, placement).
+// and one device per valid (profile, placement), in the order that packs
+// pod-by-pod allocation well (packing.go).
 func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.CounterSet, []Entry) {
 	set := migCounterSet(g)
 	var entries []Entry
@@ -160,12 +161,14 @@ func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.Count
 		whole.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: set.Name, Counters: all}}
 		entries = append(entries, Entry{Device: whole, Kind: KindGPU, GPU: g, Partitionable: true})
 	}
+	var placements []migPlacement
 	for _, p := range g.MigProfiles {
 		for _, pl := range p.Placements {
 			d := MigDevice(inv, g, p, pl.Start, pl.Size, "")
 			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{placementConsumption(g, p, pl.Start, pl.Size)}
-			entries = append(entries, Entry{Device: d, Kind: KindDynamicMIG, GPU: g, Profile: p, Start: pl.Start, Size: pl.Size})
+			e := Entry{Device: d, Kind: KindDynamicMIG, GPU: g, Profile: p, Start: pl.Start, Size: pl.Size}
+			placements = append(placements, migPlacement{entry: e, profile: p})
 		}
 	}
-	return set, entries
+	return set, append(entries, packingOrder(set, placements)...)
 }
