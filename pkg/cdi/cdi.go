@@ -21,8 +21,8 @@ import (
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
-// Class is the CDI class of every device this driver writes.
-const Class = "claim"
+// class is the CDI class of every device this driver writes.
+const class = "claim"
 
 // ClaimAnnotation carries the driver's own record of the claim inside the
 // spec, so that a lost checkpoint can be rebuilt from the specs on disk.
@@ -91,11 +91,11 @@ func NewWriter(dir, driverName string, edits Edits) (*Writer, error) {
 // DeviceID is the fully qualified CDI name of a claim's device. The claim
 // UID makes it unique, so containerd's cache never serves a stale spec.
 func (w *Writer) DeviceID(claimUID types.UID, deviceName string) string {
-	return parser.QualifiedName(w.vendor, Class, string(claimUID)+"-"+deviceName)
+	return parser.QualifiedName(w.vendor, class, string(claimUID)+"-"+deviceName)
 }
 
 func (w *Writer) specName(claimUID types.UID) string {
-	return cdiapi.GenerateTransientSpecName(w.vendor, Class, string(claimUID)) + ".json"
+	return cdiapi.GenerateTransientSpecName(w.vendor, class, string(claimUID)) + ".json"
 }
 
 // SpecPath is where the spec of a claim lives.
@@ -111,7 +111,7 @@ func (w *Writer) Write(claimUID types.UID, devices []Device, record any) ([]stri
 		return nil, fmt.Errorf("claim-wide CDI edits: %w", err)
 	}
 	spec := &cdispec.Spec{
-		Kind:           w.vendor + "/" + Class,
+		Kind:           w.vendor + "/" + class,
 		ContainerEdits: claimEdits,
 	}
 	if record != nil {
@@ -200,7 +200,7 @@ func (w *Writer) clearNonRegular(claimUID types.UID) error {
 // that fails any of it would keep the claim's containers from starting.
 func (w *Writer) Intact(claimUID types.UID) bool {
 	spec, err := w.read(filepath.Join(w.dir, w.specName(claimUID)))
-	if err != nil || spec.Kind != w.vendor+"/"+Class || len(spec.Devices) == 0 {
+	if err != nil || spec.Kind != w.vendor+"/"+class || len(spec.Devices) == 0 {
 		return false
 	}
 	_, ok := recordOf(spec)
@@ -228,7 +228,7 @@ func (c ClaimSpec) Claim() (checkpoint.PreparedClaim, bool) {
 // Unreadable specs are returned with an empty record so the caller can
 // remove them.
 func (w *Writer) List() ([]ClaimSpec, error) {
-	prefix := cdiapi.GenerateTransientSpecName(w.vendor, Class, "")
+	prefix := cdiapi.GenerateTransientSpecName(w.vendor, class, "")
 	entries, err := os.ReadDir(w.dir)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"sync"
 	"testing"
@@ -39,7 +40,7 @@ func quietLogs(b *testing.B) {
 	var fs = klogFlags()
 	_ = fs.Set("v", "0")
 	b.Cleanup(func() { _ = fs.Set("v", "0") })
-	klog.SetOutput(discard{})
+	klog.SetOutput(io.Discard)
 }
 
 // BenchmarkPrepareUnprepare measures one whole-GPU prepare+unprepare cycle

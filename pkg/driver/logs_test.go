@@ -28,7 +28,3 @@ func TestMain(m *testing.M) {
 	runPluginChildIfRequested()
 	os.Exit(m.Run())
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }

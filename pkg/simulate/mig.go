@@ -312,7 +312,7 @@ func (m *migSim) instanceCount(dev *server.Device) int {
 // migUUID is stable for a GPU and placement, so a restarted plugin (and
 // its checkpoint) sees the same MIG device.
 func migUUID(dev *server.Device, gi *server.GpuInstance) string {
-	return StableUUID("MIG", dev.UUID, fmt.Sprint(gi.Info.ProfileId), fmt.Sprint(gi.Info.Placement.Start))
+	return stableUUID("MIG", dev.UUID, fmt.Sprint(gi.Info.ProfileId), fmt.Sprint(gi.Info.Placement.Start))
 }
 
 // writeInstanceFiles creates the compute instance's capability file and the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -58,7 +59,7 @@ func New(profile Profile, nodeName, dir string) (*Simulator, error) {
 	var minors []int
 	for _, d := range srv.Devices {
 		dev := d.(*server.Device)
-		dev.UUID = StableUUID("GPU", profile.Name, nodeName, fmt.Sprint(dev.Index))
+		dev.UUID = stableUUID("GPU", profile.Name, nodeName, fmt.Sprint(dev.Index))
 		dev.PciBusID = PCIBusID(dev.Index)
 		sim.wireDevice(dev)
 		minors = append(minors, dev.Minor)
@@ -76,8 +77,8 @@ func New(profile Profile, nodeName, dir string) (*Simulator, error) {
 	return sim, nil
 }
 
-// StableUUID derives a UUID-formatted identifier from its parts.
-func StableUUID(prefix string, parts ...string) string {
+// stableUUID derives a UUID-formatted identifier from its parts.
+func stableUUID(prefix string, parts ...string) string {
 	h := sha256.New()
 	for _, p := range parts {
 		h.Write([]byte(p))
@@ -104,8 +105,8 @@ func (s *Simulator) wireDevice(dev *server.Device) {
 		}
 		info := nvml.PciInfo{PciDeviceId: dev.Config.PciDeviceId}
 		// NVML reports an 8-digit domain in upper case.
-		copyCString(info.BusId[:], "0000"+upper(dev.PciBusID))
-		copyCString(info.BusIdLegacy[:], upper(dev.PciBusID))
+		copyCString(info.BusId[:], "0000"+strings.ToUpper(dev.PciBusID))
+		copyCString(info.BusIdLegacy[:], strings.ToUpper(dev.PciBusID))
 		return info, nvml.SUCCESS
 	}
 	dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
@@ -238,16 +239,6 @@ func copyCString(dst []int8, s string) {
 	for i := 0; i < len(s) && i < len(dst)-1; i++ {
 		dst[i] = int8(s[i])
 	}
-}
-
-func upper(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'a' && c <= 'z' {
-			b[i] = c - 'a' + 'A'
-		}
-	}
-	return string(b)
 }
 
 // SetTimeSlice records a compute-policy time slice, as nvidia-smi

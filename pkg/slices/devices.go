@@ -43,9 +43,9 @@ const (
 // is unchanged (unlike the NVML index, which CUDA_VISIBLE_DEVICES can skew).
 func GPUDeviceName(minor int) string { return fmt.Sprintf("gpu-%d", minor) }
 
-// GPUDevice builds the API device for one whole GPU.
-func GPUDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
-	attrs := CommonAttributes(inv, g)
+// gpuDevice builds the API device for one whole GPU.
+func gpuDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
+	attrs := commonAttributes(inv, g)
 	attrs[AttrType] = str(TypeGPU)
 	attrs[AttrUUID] = str(g.UUID)
 	attrs[AttrIndex] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Index))}
@@ -68,9 +68,9 @@ func GPUDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
 	}
 }
 
-// CommonAttributes are the attributes a GPU shares with its MIG devices:
+// commonAttributes are the attributes a GPU shares with its MIG devices:
 // model, architecture, driver and topology.
-func CommonAttributes(inv *nvdev.Inventory, g *nvdev.GPU) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+func commonAttributes(inv *nvdev.Inventory, g *nvdev.GPU) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
 	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 		AttrProductName:           str(g.ProductName),
 		AttrBrand:                 str(g.Brand),

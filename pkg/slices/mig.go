@@ -36,8 +36,8 @@ func MigDeviceName(parentMinor int, profile string, start uint32) string {
 	return fmt.Sprintf("gpu-%d-mig-%s-%d", parentMinor, clean, start)
 }
 
-// CounterSetName is the counter set of one GPU's partitionable resources.
-func CounterSetName(minor int) string { return fmt.Sprintf("gpu-%d-counters", minor) }
+// counterSetName is the counter set of one GPU's partitionable resources.
+func counterSetName(minor int) string { return fmt.Sprintf("gpu-%d-counters", minor) }
 
 // Counter names are DNS labels (the API rejects camelCase there).
 func memorySliceCounter(i int) string { return fmt.Sprintf("memory-slice-%d", i) }
@@ -82,7 +82,7 @@ func migCounterSet(g *nvdev.GPU) resourceapi.CounterSet {
 			c[instanceCounter(p)] = counter(int64(p.Info.InstanceCount))
 		}
 	}
-	return resourceapi.CounterSet{Name: CounterSetName(g.Minor), Counters: c}
+	return resourceapi.CounterSet{Name: counterSetName(g.Minor), Counters: c}
 }
 
 func counter(v int64) resourceapi.Counter {
@@ -101,13 +101,13 @@ func placementConsumption(g *nvdev.GPU, p nvdev.MigProfile, start, size uint32) 
 	if int(p.Info.InstanceCount) < len(p.Placements) {
 		c[instanceCounter(p)] = counter(1)
 	}
-	return resourceapi.DeviceCounterConsumption{CounterSet: CounterSetName(g.Minor), Counters: c}
+	return resourceapi.DeviceCounterConsumption{CounterSet: counterSetName(g.Minor), Counters: c}
 }
 
 // MigDevice builds the API device of a MIG device, dynamic (not created
 // yet, no uuid) or static (existing, with uuid).
 func MigDevice(inv *nvdev.Inventory, g *nvdev.GPU, p nvdev.MigProfile, start, size uint32, uuid string) resourceapi.Device {
-	attrs := CommonAttributes(inv, g)
+	attrs := commonAttributes(inv, g)
 	attrs[AttrType] = str(TypeMIG)
 	attrs[AttrParentUUID] = str(g.UUID)
 	attrs[AttrParentMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Minor))}
@@ -153,7 +153,7 @@ func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.Count
 	set := migCounterSet(g)
 	var entries []Entry
 	if WholeGPUPublished(g, DynamicMIG) {
-		whole := GPUDevice(inv, g)
+		whole := gpuDevice(inv, g)
 		all := map[string]resourceapi.Counter{}
 		for name, c := range set.Counters {
 			all[name] = c

@@ -21,7 +21,7 @@ var MemoryStep = resource.MustParse("1Gi")
 // claim never shares by accident) and on computePercentage (1-point steps;
 // default 0: no compute limit).
 func ShareableGPUDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
-	d := GPUDevice(inv, g)
+	d := gpuDevice(inv, g)
 	d.AllowMultipleAllocations = ptr.To(true)
 	// On a shared device every capacity without a request policy is taken
 	// whole by each share; the SM count moves to an attribute, and compute

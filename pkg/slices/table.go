@@ -52,7 +52,7 @@ func NewTable(inv *nvdev.Inventory, o Options) Table {
 	for _, g := range inv.GPUs {
 		switch ModeOf(g, o) {
 		case Whole:
-			t.Entries = append(t.Entries, Entry{Device: GPUDevice(inv, g), Kind: KindGPU, GPU: g})
+			t.Entries = append(t.Entries, Entry{Device: gpuDevice(inv, g), Kind: KindGPU, GPU: g})
 		case Shareable:
 			t.Entries = append(t.Entries, Entry{Device: ShareableGPUDevice(inv, g), Kind: KindGPU, GPU: g})
 		case StaticMIG:
