@@ -3,10 +3,12 @@
 // devices for a few typical claims, the real plugin prepares them over its
 // kubelet socket, and the nvidia-smi stand-in shows what each container
 // would see. `gpudra smoke` runs the read-only checks of a real GPU host
-// that `make gpu-smoke` (hack/gpu-smoke.sh) reports.
+// that `make gpu-smoke` (hack/gpu-smoke.sh) reports. `gpudra diagnose`
+// explains a Pending or GPU-less pod, a claim, or a node (pkg/diagnose).
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -18,8 +20,12 @@ import (
 func main() {
 	sharing.RunStandInIfRequested() // the demo's simulated MPS daemons
 	root := &cobra.Command{Use: "gpudra", Short: "Tools for the GPU DRA driver", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(newDemoCommand(), newSmokeCommand())
+	root.AddCommand(newDemoCommand(), newSmokeCommand(), newDiagnoseCommand())
 	if err := root.Execute(); err != nil {
+		var code exitCode
+		if errors.As(err, &code) {
+			os.Exit(int(code))
+		}
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)
 	}
