@@ -20,7 +20,9 @@ const defaultMetricsPort = 9402
 
 // Target is what to diagnose: Kind "pod", "claim" or "node".
 type Target struct {
-	Kind, Namespace, Name string
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
 }
 
 // Gather reads the cluster state a diagnosis of t needs. It fails only when

@@ -19,6 +19,7 @@ const (
 	metricErrors          = "gpu_dra_errors_total"
 	metricPreparedDevices = "gpu_dra_prepared_devices"
 	metricPrepareDuration = "gpu_dra_prepare_duration_seconds"
+	metricRegistered      = "gpu_dra_kubelet_registered"
 	metricKubeletPlugins  = "plugin_manager_total_plugins"
 )
 
@@ -40,6 +41,9 @@ func pluginMetrics(text string) []string {
 	var out []string
 	if f := fams[metricPreparedDevices]; f != nil && len(f.Metric) > 0 {
 		out = append(out, fmt.Sprintf("%s %g", metricPreparedDevices, f.Metric[0].GetGauge().GetValue()))
+	}
+	if f := fams[metricRegistered]; f != nil && len(f.Metric) > 0 {
+		out = append(out, fmt.Sprintf("%s %g", metricRegistered, f.Metric[0].GetGauge().GetValue()))
 	}
 	if f := fams[metricPrepareDuration]; f != nil && len(f.Metric) > 0 {
 		out = append(out, fmt.Sprintf("%s_count %d", metricPrepareDuration, f.Metric[0].GetHistogram().GetSampleCount()))

@@ -9,6 +9,10 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// pluginEventSource is the component the plugin reports Node events as
+// (pkg/driver/events.go).
+const pluginEventSource = "gpu-kubelet-plugin"
+
 // DiagnoseNode reports the driver on one node: its plugin pod and
 // registration, the pool it published, devices and the claims on them.
 func DiagnoseNode(s *Snapshot, name string) *Report {
@@ -47,7 +51,8 @@ func DiagnoseNode(s *Snapshot, name string) *Report {
 	c.nodeClaims(nr)
 	nr.Metrics = pluginMetrics(s.PluginMetrics[name])
 	for _, e := range s.eventsFor("Node", "", name) {
-		if e.Type == corev1.EventTypeWarning {
+		// The plugin's own reports (PluginStateRecovery), not the kubelet's.
+		if e.Type == corev1.EventTypeWarning && e.Source.Component == pluginEventSource {
 			nr.Events = append(nr.Events, fmt.Sprintf("%s (x%d): %s", e.Reason, max(e.Count, 1), e.Message))
 		}
 	}

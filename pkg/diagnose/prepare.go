@@ -150,11 +150,19 @@ func (c *cluster) registeredOn(node string) string {
 	for _, p := range c.snap.pluginPodsOn(node) {
 		uids = append(uids, p.UID)
 	}
-	text, ok := c.snap.KubeletMetrics[node]
-	if !ok {
-		return "unknown"
+	if text, ok := c.snap.KubeletMetrics[node]; ok {
+		if r := registered(text, c.snap.DriverName, uids); r != "unknown" {
+			return r
+		}
 	}
-	return registered(text, c.snap.DriverName, uids)
+	// The plugin's own view: the kubelet's last registration status.
+	if f := parseMetrics(c.snap.PluginMetrics[node])[metricRegistered]; f != nil && len(f.Metric) > 0 {
+		if f.Metric[0].GetGauge().GetValue() > 0 {
+			return "yes"
+		}
+		return "no"
+	}
+	return "unknown"
 }
 
 // noPluginReason explains why no plugin pod runs on a node: the

@@ -146,10 +146,18 @@ func (p *printer) request(r RequestReport) {
 		p.line(3, "held by claim %s%s: %s", h.Claim, pods, joinMax(h.Devices, 8))
 	}
 	for _, b := range r.CounterBlocks {
-		p.line(3, "counter set %s: %d placements blocked by %s", b.CounterSet, b.Blocked, joinMax(b.By, 4))
+		p.line(3, "counter set %s: %d placements blocked by %s (%s)", b.CounterSet, b.Blocked, joinMax(b.By, 4), joinMax(b.Holders, 2))
 	}
 	for _, t := range r.Taints {
 		p.line(3, "taint %s", t)
+	}
+	keys := make([]string, 0, len(r.FreeInClass))
+	for k := range r.FreeInClass {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p.line(2, "free in class %s now: %s %s", r.Class, k, strings.Join(r.FreeInClass[k], ", "))
 	}
 }
 

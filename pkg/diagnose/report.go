@@ -97,6 +97,10 @@ type RequestReport struct {
 	Free         int      `json:"free"`
 	MaxFreeNode  string   `json:"maxFreeNode,omitempty"`
 	MaxFree      int      `json:"maxFreeOnOneNode"`
+	// FreeInClass lists, when too few matching devices are free, the
+	// values free devices of the class have for the attributes the
+	// request's selectors read: what could be asked for instead.
+	FreeInClass map[string][]string `json:"freeInClass,omitempty"`
 	Error        string   `json:"error,omitempty"`
 }
 
@@ -133,7 +137,8 @@ type CounterBlock struct {
 	Node       string   `json:"node,omitempty"`
 	Blocked    int      `json:"blocked"`
 	WholeGPU   bool     `json:"wholeGPU"`
-	By         []string `json:"by"`
+	By         []string `json:"by"`      // allocated devices using the counters
+	Holders    []string `json:"holders"` // their claims and pods
 }
 
 // PrepareReport is what happened after scheduling, on the node.

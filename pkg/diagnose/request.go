@@ -33,8 +33,13 @@ func (c *cluster) analyzeRequest(name string, req *resourceapi.ExactDeviceReques
 		}
 	}
 	r.Candidates = len(cur)
-	sels := append(compileSelectors("class "+class.Name, class.Spec.Selectors), compileSelectors("request "+name, req.Selectors)...)
+	classSels := compileSelectors("class "+class.Name, class.Spec.Selectors)
+	sels := append(classSels, compileSelectors("request "+name, req.Selectors)...)
+	var inClass []*device
 	for i, s := range sels {
+		if i == len(classSels) {
+			inClass = cur
+		}
 		step := SelectorStep{Source: s.Source, Expression: s.Expression}
 		var next []*device
 		for _, d := range cur {
@@ -67,8 +72,14 @@ func (c *cluster) analyzeRequest(name string, req *resourceapi.ExactDeviceReques
 		}
 		cur = next
 	}
+	if len(classSels) == len(sels) {
+		inClass = cur
+	}
 	r.Matching = len(cur)
 	c.classify(&r, req, cur)
+	if need := r.Count; r.Mode == string(resourceapi.DeviceAllocationModeExactCount) && int64(r.MaxFree) < need {
+		r.FreeInClass = c.alternatives(inClass, req)
+	}
 	return r
 }
 
@@ -90,6 +101,34 @@ func nearMiss(devs []*device, rest []selector) *device {
 	return best
 }
 
+// Why a matching device cannot be given to a request.
+const (
+	stateFree      = "free"
+	stateAllocated = "allocated"
+	stateCounters  = "counters"
+	stateCapacity  = "capacity"
+	stateTainted   = "tainted"
+)
+
+func (c *cluster) state(d *device, req *resourceapi.ExactDeviceRequest) string {
+	if ptr.Deref(d.Dev.AllowMultipleAllocations, false) {
+		if c.capacityFits(d, req) {
+			return stateFree
+		}
+		return stateCapacity
+	}
+	if len(c.holders[d.key()]) > 0 {
+		return stateAllocated
+	}
+	if by, _ := c.counterBlockers(d); len(by) > 0 {
+		return stateCounters
+	}
+	if untolerated(d.Dev.Taints, req.Tolerations) != "" {
+		return stateTainted
+	}
+	return stateFree
+}
+
 // classify sorts matching devices into allocated, counter-blocked,
 // capacity-full, tainted and free.
 func (c *cluster) classify(r *RequestReport, req *resourceapi.ExactDeviceRequest, devs []*device) {
@@ -98,24 +137,19 @@ func (c *cluster) classify(r *RequestReport, req *resourceapi.ExactDeviceRequest
 	taints := map[string]bool{}
 	freeBy := map[string]int{}
 	for _, d := range devs {
-		hs := c.holders[d.key()]
-		if ptr.Deref(d.Dev.AllowMultipleAllocations, false) {
-			if c.capacityFits(d, req) {
-				r.Free++
-				freeBy[d.Node]++
-				continue
-			}
+		switch c.state(d, req) {
+		case stateFree:
+			r.Free++
+			freeBy[d.Node]++
+		case stateCapacity:
 			r.CapacityFull++
-			addHolders(holders, d, hs)
-			continue
-		}
-		if len(hs) > 0 {
+			addHolders(holders, d, c.holders[d.key()])
+		case stateAllocated:
 			r.Allocated++
-			addHolders(holders, d, hs)
-			continue
-		}
-		if by, set := c.counterBlockers(d); len(by) > 0 {
+			addHolders(holders, d, c.holders[d.key()])
+		case stateCounters:
 			r.CounterBlocked++
+			by, set := c.counterBlockers(d)
 			k := d.Pool + "/" + set
 			b := blocks[k]
 			if b == nil {
@@ -124,23 +158,26 @@ func (c *cluster) classify(r *RequestReport, req *resourceapi.ExactDeviceRequest
 			}
 			b.Blocked++
 			for _, key := range by {
-				desc := c.describeDevice(key)
-				if !contains(b.By, desc) {
-					b.By = append(b.By, desc)
+				bd := c.byKey[key]
+				if bd == nil {
+					continue
 				}
-				if bd := c.byKey[key]; bd != nil && bd.typ() == "gpu" {
+				if !contains(b.By, bd.Dev.Name) {
+					b.By = append(b.By, bd.Dev.Name)
+				}
+				for _, h := range c.holders[key] {
+					if o := h.owner(); !contains(b.Holders, o) {
+						b.Holders = append(b.Holders, o)
+					}
+				}
+				if bd.typ() == "gpu" {
 					b.WholeGPU = true
 				}
 			}
-			continue
-		}
-		if t := untolerated(d.Dev.Taints, req.Tolerations); t != "" {
+		case stateTainted:
 			r.Tainted++
-			taints[d.Dev.Name+": "+t] = true
-			continue
+			taints[d.Dev.Name+": "+untolerated(d.Dev.Taints, req.Tolerations)] = true
 		}
-		r.Free++
-		freeBy[d.Node]++
 	}
 	for _, h := range holders {
 		sort.Strings(h.Devices)
@@ -149,6 +186,7 @@ func (c *cluster) classify(r *RequestReport, req *resourceapi.ExactDeviceRequest
 	sort.Slice(r.Holders, func(i, j int) bool { return r.Holders[i].Claim < r.Holders[j].Claim })
 	for _, b := range blocks {
 		sort.Strings(b.By)
+		sort.Strings(b.Holders)
 		r.CounterBlocks = append(r.CounterBlocks, *b)
 	}
 	sort.Slice(r.CounterBlocks, func(i, j int) bool { return r.CounterBlocks[i].CounterSet < r.CounterBlocks[j].CounterSet })
@@ -161,6 +199,42 @@ func (c *cluster) classify(r *RequestReport, req *resourceapi.ExactDeviceRequest
 			r.MaxFree, r.MaxFreeNode = f, n
 		}
 	}
+}
+
+// alternatives lists, for the attributes the request's own selectors read,
+// the values free devices of the class have now: "profile is "1g.10gb"
+// (4)" tells a user what to ask for instead of waiting.
+func (c *cluster) alternatives(inClass []*device, req *resourceapi.ExactDeviceRequest) map[string][]string {
+	var free []*device
+	for _, d := range inClass {
+		if c.state(d, req) == stateFree {
+			free = append(free, d)
+		}
+	}
+	if len(free) == 0 {
+		return nil
+	}
+	out := map[string][]string{}
+	for _, s := range req.Selectors {
+		if s.CEL == nil {
+			continue
+		}
+		for _, rf := range references(s.CEL.Expression) {
+			out[rf.String()] = valueCounts(free, rf, 4)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func (h holder) owner() string {
+	o := "claim " + h.Claim
+	if len(h.Pods) > 0 {
+		o += ", pod " + joinMax(h.Pods, 2)
+	}
+	return o
 }
 
 func addHolders(m map[string]*HolderCount, d *device, hs []holder) {
@@ -184,11 +258,7 @@ func (c *cluster) describeDevice(key string) string {
 	}
 	var owners []string
 	for _, h := range c.holders[key] {
-		o := "claim " + h.Claim
-		if len(h.Pods) > 0 {
-			o += ", pod " + joinMax(h.Pods, 2)
-		}
-		owners = append(owners, o)
+		owners = append(owners, h.owner())
 	}
 	if len(owners) == 0 {
 		return name

@@ -62,7 +62,19 @@ func (c *cluster) problem(r RequestReport) string {
 	if len(why) > 0 {
 		msg += ": " + strings.Join(why, "; ")
 	}
-	return msg + ". Wait for them to be released, delete a pod that holds one, or ask for fewer or other devices"
+	if len(r.FreeInClass) > 0 {
+		keys := make([]string, 0, len(r.FreeInClass))
+		for k := range r.FreeInClass {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var alt []string
+		for _, k := range keys {
+			alt = append(alt, k+" "+strings.Join(r.FreeInClass[k], ", "))
+		}
+		return msg + fmt.Sprintf(". Free in class %s now: %s; ask for one of those, or wait for a device to be released", r.Class, strings.Join(alt, "; "))
+	}
+	return msg + ". Wait for a device to be released (delete a pod that holds one), or ask for fewer devices"
 }
 
 // selectorProblem names the first selector that filtered everything out
@@ -116,22 +128,38 @@ func holderList(hs []HolderCount) string {
 // GPUs allocated whole, and placements overlapping allocated MIG devices.
 func counterSummary(r RequestReport) string {
 	whole, partial := 0, 0
-	var wholeBy, partBy []string
+	var wholeBy, partBy, wholeHolders, partHolders []string
 	for _, b := range r.CounterBlocks {
 		if b.WholeGPU {
 			whole++
-			wholeBy = append(wholeBy, b.By...)
+			wholeBy, wholeHolders = appendNew(wholeBy, b.By...), appendNew(wholeHolders, b.Holders...)
 		} else {
 			partial++
-			partBy = append(partBy, b.By...)
+			partBy, partHolders = appendNew(partBy, b.By...), appendNew(partHolders, b.Holders...)
 		}
 	}
 	var parts []string
 	if whole > 0 {
-		parts = append(parts, fmt.Sprintf("%d GPUs are allocated whole (%s)", whole, joinMax(wholeBy, 2)))
+		parts = append(parts, fmt.Sprintf("%d %s allocated whole (%s to %s)", whole, plural(whole, "GPU is", "GPUs are"), joinMax(wholeBy, 3), joinMax(wholeHolders, 2)))
 	}
 	if partial > 0 {
-		parts = append(parts, fmt.Sprintf("%d GPUs have these placements blocked by MIG devices or shares already allocated (%s)", partial, joinMax(partBy, 3)))
+		parts = append(parts, fmt.Sprintf("%d %s these placements blocked by allocated MIG devices (%s of %s)", partial, plural(partial, "GPU has", "GPUs have"), joinMax(partBy, 3), joinMax(partHolders, 2)))
 	}
 	return fmt.Sprintf("%d blocked by partitionable counters: ", r.CounterBlocked) + strings.Join(parts, ", ")
+}
+
+func appendNew(list []string, items ...string) []string {
+	for _, it := range items {
+		if !contains(list, it) {
+			list = append(list, it)
+		}
+	}
+	return list
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
