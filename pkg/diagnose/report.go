@@ -101,7 +101,7 @@ type RequestReport struct {
 	// values free devices of the class have for the attributes the
 	// request's selectors read: what could be asked for instead.
 	FreeInClass map[string][]string `json:"freeInClass,omitempty"`
-	Error        string   `json:"error,omitempty"`
+	Error       string              `json:"error,omitempty"`
 }
 
 // SelectorStep is one CEL selector (the class's first, then the
