@@ -21,10 +21,16 @@ func (c *cluster) problem(r RequestReport) string {
 		return fmt.Sprintf("request %q: the scheduler cannot evaluate %s; fix the expression", r.Name, r.Error)
 	case r.Candidates == 0:
 		msg := "no node publishes devices the pod may use"
+		node := "NODE"
 		if inc := c.incompletePools(); len(inc) > 0 {
-			msg += " (" + strings.Join(inc, "; ") + ")"
+			msg += " (" + strings.Join(inc, "; ") + "; the scheduler uses no device of an incomplete pool)"
+			for _, p := range c.pools {
+				if !p.Complete && p.Node != "" {
+					node = p.Node
+				}
+			}
 		}
-		return msg + "; run `gpudra diagnose node NODE` on a GPU node"
+		return msg + "; run `gpudra diagnose node " + node + "`"
 	case r.Matching == 0:
 		return r.selectorProblem()
 	}
