@@ -31,6 +31,8 @@ func newDiagnoseCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "diagnose",
 		Short: "Explain why a pod is Pending or has no GPU, or what a node's driver serves",
+		// The exit status carries the outcome; errors are printed here.
+		SilenceUsage: true, SilenceErrors: true,
 		Long: `diagnose reads the cluster through a kubeconfig and prints a verdict first,
 then the evidence: for a Pending pod, each request of each claim from
 published devices through the class's and the request's CEL selectors to
@@ -61,13 +63,13 @@ func (o *diagnoseOptions) sub(use, short, kind string) *cobra.Command {
 		Use: use, Short: short, Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := parseTarget(kind, args[0])
-			if err != nil {
-				return err
+			if err == nil && o.output != "text" && o.output != "json" {
+				err = fmt.Errorf("--output %q: use text or json", o.output)
 			}
-			if o.output != "text" && o.output != "json" {
-				return fmt.Errorf("--output %q: use text or json", o.output)
+			var snap *diagnose.Snapshot
+			if err == nil {
+				snap, err = o.snapshot(cmd.Context(), t)
 			}
-			snap, err := o.snapshot(cmd.Context(), t)
 			if err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "Error:", err)
 				return exitCode(2) // could not tell

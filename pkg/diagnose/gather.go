@@ -124,7 +124,10 @@ func (s *Snapshot) metrics(ctx context.Context, cs kubernetes.Interface, node st
 	}
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "metrics").DoRaw(ctx)
 	if err != nil {
-		s.Unreadable = append(s.Unreadable, fmt.Sprintf("kubelet metrics of node %s (plugin registration): %v", node, err))
+		// Only worth saying when the plugin could not tell either.
+		if !strings.Contains(s.PluginMetrics[node], metricRegistered) {
+			s.Unreadable = append(s.Unreadable, fmt.Sprintf("kubelet metrics of node %s (plugin registration): %v", node, err))
+		}
 		return
 	}
 	s.KubeletMetrics[node] = FilterMetrics(string(raw), metricKubeletPlugins)

@@ -40,10 +40,10 @@ func pluginMetrics(text string) []string {
 	fams := parseMetrics(text)
 	var out []string
 	if f := fams[metricPreparedDevices]; f != nil && len(f.Metric) > 0 {
-		out = append(out, fmt.Sprintf("%s %g", metricPreparedDevices, f.Metric[0].GetGauge().GetValue()))
+		out = append(out, fmt.Sprintf("%s %g", metricPreparedDevices, sampleValue(f.Metric[0])))
 	}
 	if f := fams[metricRegistered]; f != nil && len(f.Metric) > 0 {
-		out = append(out, fmt.Sprintf("%s %g", metricRegistered, f.Metric[0].GetGauge().GetValue()))
+		out = append(out, fmt.Sprintf("%s %g", metricRegistered, sampleValue(f.Metric[0])))
 	}
 	if f := fams[metricPrepareDuration]; f != nil && len(f.Metric) > 0 {
 		out = append(out, fmt.Sprintf("%s_count %d", metricPrepareDuration, f.Metric[0].GetHistogram().GetSampleCount()))
@@ -57,7 +57,7 @@ func pluginMetrics(text string) []string {
 					op = l.GetValue()
 				}
 			}
-			lines = append(lines, fmt.Sprintf("%s{operation=%q} %g", metricErrors, op, m.GetCounter().GetValue()))
+			lines = append(lines, fmt.Sprintf("%s{operation=%q} %g", metricErrors, op, sampleValue(m)))
 		}
 		sort.Strings(lines)
 		out = append(out, lines...)
@@ -75,7 +75,7 @@ func prepareErrors(text string) float64 {
 	for _, m := range f.Metric {
 		for _, l := range m.Label {
 			if l.GetName() == "operation" && l.GetValue() == "prepare" {
-				return m.GetCounter().GetValue()
+				return sampleValue(m)
 			}
 		}
 	}
@@ -109,7 +109,7 @@ func registered(kubeletMetrics, driver string, podUIDs []types.UID) string {
 				state = l.GetValue()
 			}
 		}
-		if state != "actual_state_of_world" || m.GetGauge().GetValue() <= 0 {
+		if state != "actual_state_of_world" || sampleValue(m) <= 0 {
 			continue
 		}
 		dir, base := path.Split(socket)
@@ -141,4 +141,15 @@ func FilterMetrics(text string, prefixes ...string) string {
 		}
 	}
 	return b.String()
+}
+
+// sampleValue reads a gauge, counter or untyped sample.
+func sampleValue(m *dto.Metric) float64 {
+	switch {
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	}
+	return m.GetUntyped().GetValue()
 }

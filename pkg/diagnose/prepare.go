@@ -157,7 +157,7 @@ func (c *cluster) registeredOn(node string) string {
 	}
 	// The plugin's own view: the kubelet's last registration status.
 	if f := parseMetrics(c.snap.PluginMetrics[node])[metricRegistered]; f != nil && len(f.Metric) > 0 {
-		if f.Metric[0].GetGauge().GetValue() > 0 {
+		if sampleValue(f.Metric[0]) > 0 {
 			return "yes"
 		}
 		return "no"
