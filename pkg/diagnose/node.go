@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -83,8 +84,8 @@ func DiagnoseNode(s *Snapshot, name string) *Report {
 				gpus = t.Total
 			}
 		}
-		r.Verdict = fmt.Sprintf("node %s serves %d GPUs (%d devices) through plugin %s/%s (registered: %s); %d devices allocated to %d claims, %d free",
-			name, gpus, nr.Devices.Total, plugin.Namespace, plugin.Name, nr.Registered, nr.Devices.Allocated, len(nr.Claims), nr.Devices.Free)
+		r.Verdict = fmt.Sprintf("node %s serves %d GPUs (%d devices) through plugin %s/%s (registered: %s); %d allocated to %d %s, %d free",
+			name, gpus, nr.Devices.Total, plugin.Namespace, plugin.Name, nr.Registered, nr.Devices.Allocated, len(nr.Claims), plural(len(nr.Claims), "claim", "claims"), nr.Devices.Free)
 		if nr.Simulated != "" {
 			r.Verdict += "; simulated GPUs (" + nr.Simulated + ")"
 		}
@@ -132,12 +133,20 @@ func (c *cluster) countNodeDevices(nr *NodeReport) {
 		}
 		for _, dc := range []*DeviceCounts{&nr.Devices, &byType[t].DeviceCounts} {
 			dc.Total++
-			switch {
-			case len(c.holders[d.key()]) > 0 && !ptr.Deref(d.Dev.AllowMultipleAllocations, false):
+			switch st := c.state(d, &resourceapi.ExactDeviceRequest{}); {
+			case ptr.Deref(d.Dev.AllowMultipleAllocations, false):
+				// A shared GPU is free while it has room for the
+				// smallest share its capacity policy allows.
+				if c.sharedFull(d) {
+					dc.Allocated++
+				} else {
+					dc.Free++
+				}
+			case st == stateAllocated:
 				dc.Allocated++
-			case func() bool { b, _ := c.counterBlockers(d); return len(b) > 0 }():
+			case st == stateCounters:
 				dc.CounterBlocked++
-			case untolerated(d.Dev.Taints, nil) != "":
+			case st == stateTainted:
 				dc.Tainted++
 			default:
 				dc.Free++

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/utils/ptr"
 )
@@ -286,6 +287,26 @@ func (c *cluster) capacityFits(d *device, req *resourceapi.ExactDeviceRequest) b
 		}
 	}
 	return true
+}
+
+// sharedFull reports whether a shareable device has no room left for the
+// smallest share its capacity policy allows (or, without a policy, none
+// of a capacity left).
+func (c *cluster) sharedFull(d *device) bool {
+	for name, capa := range d.Dev.Capacity {
+		left, _ := c.capacityLeft(d, name)
+		min := resource.Quantity{}
+		if p := capa.RequestPolicy; p != nil && p.ValidRange != nil && p.ValidRange.Min != nil {
+			min = *p.ValidRange.Min
+		}
+		if min.IsZero() && capa.RequestPolicy != nil {
+			continue // shares may take none of it
+		}
+		if left.Sign() <= 0 || !min.IsZero() && left.Cmp(min) < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // untolerated returns the first NoSchedule/NoExecute taint the request

@@ -60,7 +60,7 @@ func (c *cluster) problem(r RequestReport) string {
 		why = append(why, counterSummary(r))
 	}
 	if r.CapacityFull > 0 {
-		why = append(why, fmt.Sprintf("%d shared GPUs have too little capacity left (held by %s)", r.CapacityFull, holderList(r.Holders)))
+		why = append(why, fmt.Sprintf("%d shared %s too little capacity left", r.CapacityFull, plural(r.CapacityFull, "GPU has", "GPUs have")))
 	}
 	if r.Tainted > 0 {
 		why = append(why, fmt.Sprintf("%d tainted (%s)", r.Tainted, joinMax(r.Taints, 2)))
