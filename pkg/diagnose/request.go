@@ -251,22 +251,6 @@ func addHolders(m map[string]*HolderCount, d *device, hs []holder) {
 	}
 }
 
-// describeDevice names an allocated device and who holds it.
-func (c *cluster) describeDevice(key string) string {
-	name := key
-	if d := c.byKey[key]; d != nil {
-		name = d.Dev.Name
-	}
-	var owners []string
-	for _, h := range c.holders[key] {
-		owners = append(owners, h.owner())
-	}
-	if len(owners) == 0 {
-		return name
-	}
-	return name + " (" + joinMax(owners, 2) + ")"
-}
-
 // capacityFits reports whether a shareable device has room for the
 // request's capacity: what it asks for, or the device's default share
 // (its request policy's default, else all of it).
