@@ -81,7 +81,10 @@ func podClaims(s *Snapshot, pod *corev1.Pod) (out []podClaim, missing string) {
 		if claim := s.claim(pod.Namespace, st.ResourceClaimName); claim != nil {
 			out = append(out, podClaim{podClaim: "extended resources", claim: claim})
 		}
-	} else if claim := extendedResourceClaim(s, pod); claim != nil {
+	} else if claim := extendedResourceClaim(s, pod); claim != nil && pod.Spec.NodeName == "" {
+		// Not scheduled yet: explain the claim the scheduler would create.
+		// (A scheduled pod without one got the resource elsewhere, e.g.
+		// from a device plugin.)
 		out = append(out, podClaim{podClaim: "extended resources", claim: claim})
 	}
 	return out, ""
