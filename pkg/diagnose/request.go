@@ -43,6 +43,12 @@ func (c *cluster) analyzeRequest(name string, req *resourceapi.ExactDeviceReques
 		}
 		step := SelectorStep{Source: s.Source, Expression: s.Expression}
 		var next []*device
+		if s.compiled.Error != nil {
+			step.Error = s.compiled.Error.Detail
+			r.Error = fmt.Sprintf("%s selector %q does not compile: %s", s.Source, s.Expression, step.Error)
+			r.Selectors = append(r.Selectors, step)
+			return r
+		}
 		for _, d := range cur {
 			ok, err := s.matches(d)
 			if err != nil {
