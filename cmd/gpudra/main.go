@@ -5,10 +5,12 @@
 // would see. `gpudra smoke` runs the read-only checks of a real GPU host
 // that `make gpu-smoke` (hack/gpu-smoke.sh) reports. `gpudra mig-packing`
 // counts how well pod-by-pod allocation packs dynamic MIG devices
-// (`make bench-packing`).
+// (`make bench-packing`). `gpudra diagnose` explains a Pending or GPU-less
+// pod, a claim, or a node (pkg/diagnose).
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -20,8 +22,12 @@ import (
 func main() {
 	sharing.RunStandInIfRequested() // the demo's simulated MPS daemons
 	root := &cobra.Command{Use: "gpudra", Short: "Tools for the GPU DRA driver", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(newDemoCommand(), newSmokeCommand(), newMigPackingCommand())
+	root.AddCommand(newDemoCommand(), newSmokeCommand(), newMigPackingCommand(), newDiagnoseCommand())
 	if err := root.Execute(); err != nil {
+		var code exitCode
+		if errors.As(err, &code) {
+			os.Exit(int(code))
+		}
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)
 	}

@@ -155,6 +155,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start kubelet plugin: %w", err)
 	}
+	cfg.Metrics.ObserveRegistration(d.Registered)
 	go d.state.SuperviseSharing(ctx, 5*time.Second)
 	// After the helper started (so the kubelet can reach us as soon as the
 	// scheduler uses the devices), before the controller's one-second wait.
@@ -189,6 +190,13 @@ func (d *Driver) Stop() { d.helper.Stop() }
 
 // Activity counts the kubelet's prepare and unprepare calls so far.
 func (d *Driver) Activity() uint64 { return d.calls.Load() }
+
+// Registered reports whether the kubelet confirmed the plugin's
+// registration (NotifyRegistrationStatus with PluginRegistered).
+func (d *Driver) Registered() bool {
+	st := d.helper.RegistrationStatus()
+	return st != nil && st.PluginRegistered
+}
 
 // PrepareResourceClaims implements kubeletplugin.DRAPlugin.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {

@@ -58,6 +58,21 @@ func (m *Metrics) ObservePreparedDevices(count func() int) {
 	}, func() float64 { return float64(count()) }))
 }
 
+// ObserveRegistration exports whether the kubelet has registered the
+// plugin (its last NotifyRegistrationStatus said so), read when Prometheus
+// scrapes. `gpudra diagnose` reads it where the kubelet's own
+// plugin_manager_total_plugins cannot be reached.
+func (m *Metrics) ObserveRegistration(registered func() bool) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gpu_dra_kubelet_registered", Help: "1 when the kubelet has confirmed the plugin's registration, else 0.",
+	}, func() float64 {
+		if registered() {
+			return 1
+		}
+		return 0
+	}))
+}
+
 // Serve runs /metrics and /healthz on addr until ctx ends. live reports
 // whether the plugin is healthy.
 func (m *Metrics) Serve(ctx context.Context, addr string, live func() error) (net.Addr, error) {

@@ -1,0 +1,151 @@
+package diagnose
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/structured"
+)
+
+// schedulerFeatures are the DRA features on by default in Kubernetes 1.37.
+var schedulerFeatures = structured.Features{
+	AdminAccess:            true,
+	ConsumableCapacity:     true,
+	DeviceBindingAndStatus: true,
+	DeviceTaints:           true,
+	PartitionableDevices:   true,
+	PrioritizedList:        true,
+}
+
+type classLister struct{ s *Snapshot }
+
+func (l classLister) List() ([]*resourceapi.DeviceClass, error) {
+	out := make([]*resourceapi.DeviceClass, 0, len(l.s.DeviceClasses))
+	for i := range l.s.DeviceClasses {
+		out = append(out, &l.s.DeviceClasses[i])
+	}
+	return out, nil
+}
+
+func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
+	if dc := l.s.class(name); dc != nil {
+		return dc, nil
+	}
+	return nil, apierrors.NewNotFound(resourceapi.Resource("deviceclasses"), name)
+}
+
+// allocate runs the scheduler's structured allocator for one claim on
+// each node the pod may use, with every other claim's allocation in place,
+// and returns the first node where it fits ("" when none).
+func (c *cluster) allocate(claim *resourceapi.ResourceClaim, nodes []*corev1.Node) (string, error) {
+	state := structured.AllocatedState{
+		AllocatedDevices:         sets.New[structured.DeviceID](),
+		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
+		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
+	}
+	for i := range c.snap.Claims {
+		other := &c.snap.Claims[i]
+		if other.Status.Allocation == nil || other.UID == claim.UID && claim.UID != "" {
+			continue
+		}
+		for _, d := range other.Status.Allocation.Devices.Results {
+			id := structured.MakeDeviceID(d.Driver, d.Pool, d.Device)
+			if d.ShareID != nil {
+				state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, d.ShareID))
+				state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, d.ConsumedCapacity))
+			} else {
+				state.AllocatedDevices.Insert(id)
+			}
+		}
+	}
+	slices := make([]*resourceapi.ResourceSlice, 0, len(c.snap.Slices))
+	for i := range c.snap.Slices {
+		slices = append(slices, &c.snap.Slices[i])
+	}
+	alloc, err := structured.NewAllocator(context.Background(), schedulerFeatures, state, classLister{c.snap}, slices, celCache)
+	if err != nil {
+		return "", err
+	}
+	pending := claim.DeepCopy()
+	pending.Status = resourceapi.ResourceClaimStatus{}
+	for _, n := range nodes {
+		res, err := alloc.Allocate(context.Background(), n, []*resourceapi.ResourceClaim{pending})
+		if err != nil {
+			return "", err
+		}
+		if len(res) > 0 {
+			return n.Name, nil
+		}
+	}
+	return "", nil
+}
+
+// candidateNodes are the nodes a pod may be scheduled to as far as its
+// node selector says (all nodes for a claim without a pod). Nodes that
+// publish slices but have no Node object in the snapshot are stood in for.
+func (c *cluster) candidateNodes(selector map[string]string) []*corev1.Node {
+	var out []*corev1.Node
+	seen := map[string]bool{}
+	for i := range c.snap.Nodes {
+		n := &c.snap.Nodes[i]
+		seen[n.Name] = true
+		if labelsMatch(n.Labels, selector) {
+			out = append(out, n)
+		}
+	}
+	var extra []string
+	for _, p := range c.pools {
+		if p.Node != "" && !seen[p.Node] {
+			seen[p.Node] = true
+			extra = append(extra, p.Node)
+		}
+	}
+	sort.Strings(extra)
+	for _, name := range extra {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
+		if labelsMatch(n.Labels, selector) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func labelsMatch(labels, selector map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// constraintProblem is called when every request has enough free devices
+// on its own but the allocator finds no node for the claim: it retries
+// without each matchAttribute constraint to name the one that no device
+// combination satisfies.
+func (c *cluster) constraintProblem(claim *resourceapi.ResourceClaim, nodes []*corev1.Node) string {
+	cons := claim.Spec.Devices.Constraints
+	for i, con := range cons {
+		if con.MatchAttribute == nil {
+			continue
+		}
+		relaxed := claim.DeepCopy()
+		relaxed.Spec.Devices.Constraints = append(append([]resourceapi.DeviceConstraint{}, cons[:i]...), cons[i+1:]...)
+		if node, err := c.allocate(relaxed, nodes); err == nil && node != "" {
+			reqs := con.Requests
+			if len(reqs) == 0 {
+				reqs = []string{"all requests"}
+			}
+			return fmt.Sprintf("constraint matchAttribute %s over %s: no combination of free devices shares one value of it (without it the claim would fit on node %s); free devices on one GPU or PCIe root, or drop the constraint",
+				*con.MatchAttribute, strings.Join(reqs, ", "), node)
+		}
+	}
+	return ""
+}

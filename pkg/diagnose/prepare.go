@@ -1,0 +1,204 @@
+package diagnose
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+)
+
+// prepareVerdict explains a pod that is bound to a node but not running:
+// the kubelet must have the plugin prepare its claims (config, MIG, CDI
+// spec) before containerd can start the containers.
+func (c *cluster) prepareVerdict(r *Report, pod *corev1.Pod) {
+	node := pod.Spec.NodeName
+	p := &PrepareReport{Node: node}
+	r.Prepare = p
+	plugin, state := c.pluginOn(node)
+	if plugin != nil {
+		p.PluginPod = plugin.Namespace + "/" + plugin.Name
+	}
+	p.PluginState = state
+	p.Registered = c.registeredOn(node)
+	p.Metrics = pluginMetrics(c.snap.PluginMetrics[node])
+	var lastPrepare, lastCDI string
+	for _, e := range c.snap.eventsFor("Pod", pod.Namespace, pod.Name) {
+		if e.Type != corev1.EventTypeWarning {
+			continue
+		}
+		p.Events = append(p.Events, fmt.Sprintf("%s (x%d): %s", e.Reason, max(e.Count, 1), e.Message))
+		switch {
+		case e.Reason == "FailedPrepareDynamicResources":
+			lastPrepare = e.Message
+		case strings.Contains(e.Message, "CDI"):
+			lastCDI = e.Message
+		}
+	}
+	fail := func(step, verdict string) {
+		p.Step = step
+		r.Status, r.Verdict = Blocked, fmt.Sprintf("pod %s is scheduled to node %s but cannot start: %s", pod.Name, node, verdict)
+	}
+	switch {
+	case plugin == nil:
+		fail("plugin", c.noPluginReason(node))
+	case !strings.HasPrefix(state, "Running, ready"):
+		fail("plugin", fmt.Sprintf("the driver's plugin pod %s is %s, so nothing prepares the claims; see kubectl logs -n %s %s", p.PluginPod, state, plugin.Namespace, plugin.Name))
+	case strings.Contains(lastPrepare, "is not registered"):
+		fail("registration", fmt.Sprintf("the kubelet reports the DRA driver %s as not registered (plugin pod %s is %s); the plugin registers through %s/plugins_registry: check the chart's kubeletDir and the plugin's logs", c.snap.DriverName, p.PluginPod, state, "<kubeletDir>"))
+	case lastPrepare != "":
+		step, detail := classifyPrepareError(lastPrepare)
+		fail(step, detail)
+	case lastCDI != "":
+		fail("cdi", "containerd cannot find the CDI devices the plugin returned ("+lastCDI+"); the CDI spec is missing under the chart's cdiRoot (/var/run/cdi) or containerd's enable_cdi is off")
+	case p.Registered == "no":
+		fail("registration", fmt.Sprintf("the kubelet has not registered the DRA driver %s although plugin pod %s is %s", c.snap.DriverName, p.PluginPod, state))
+	default:
+		r.Status = Unknown
+		r.Verdict = fmt.Sprintf("pod %s is scheduled to node %s and its claims are allocated; the plugin is %s and no prepare failure has been reported yet (phase %s)", pod.Name, node, state, pod.Status.Phase)
+	}
+}
+
+// classifyPrepareError names the prepare step a FailedPrepareDynamicResources
+// message comes from and says what to do.
+func classifyPrepareError(msg string) (step, verdict string) {
+	switch {
+	case strings.Contains(msg, "devices.config["):
+		field := msg[strings.Index(msg, "devices.config["):]
+		return "config", "the claim's opaque config is invalid: " + field + ". Fix that field in the ResourceClaim (or its template) and recreate the pod"
+	case strings.Contains(msg, "sharing.strategy") || strings.Contains(msg, "--sharing-strategies"):
+		return "config", "the claim asks for sharing this node does not offer: " + lastPart(msg)
+	case strings.Contains(msg, "GPU instance") || strings.Contains(msg, "compute instance") || strings.Contains(msg, "MIG mode"):
+		return "mig", "creating the MIG device failed: " + lastPart(msg) + ". Run `gpudra diagnose node` and check the GPU's MIG state (nvidia-smi mig -lgi)"
+	case strings.Contains(msg, "CDI"):
+		return "cdi", "writing the CDI spec failed: " + lastPart(msg)
+	case strings.Contains(msg, "is not published by this node") || strings.Contains(msg, "no longer"):
+		return "device", "the allocated device is gone from the node: " + lastPart(msg) + ". Delete the pod so that its claim is allocated again"
+	}
+	return "prepare", "the plugin failed to prepare its claims: " + lastPart(msg)
+}
+
+// lastPart drops the kubelet's wrapping ("Failed to prepare dynamic
+// resources: NodePrepareResources failed for ResourceClaim x: ").
+func lastPart(msg string) string {
+	if i := strings.Index(msg, "NodePrepareResources failed for ResourceClaim "); i >= 0 {
+		rest := msg[i+len("NodePrepareResources failed for ResourceClaim "):]
+		if j := strings.Index(rest, ": "); j >= 0 {
+			return rest[j+2:]
+		}
+	}
+	return strings.TrimPrefix(msg, "Failed to prepare dynamic resources: ")
+}
+
+// pluginOn returns the driver's plugin pod on a node and its state.
+func (c *cluster) pluginOn(node string) (*corev1.Pod, string) {
+	pods := c.snap.pluginPodsOn(node)
+	if len(pods) == 0 {
+		return nil, "absent"
+	}
+	// During a rolling update two pods run; prefer a ready one.
+	best := pods[0]
+	for _, p := range pods {
+		if podReady(p) {
+			best = p
+		}
+	}
+	return best, podState(best)
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podState renders a plugin pod's phase, readiness, restarts and the
+// reason a container is waiting or last died.
+func podState(p *corev1.Pod) string {
+	s := string(p.Status.Phase)
+	if p.DeletionTimestamp != nil {
+		s += " (terminating)"
+	}
+	if podReady(p) {
+		s += ", ready"
+	} else {
+		s += ", not ready"
+	}
+	for _, st := range p.Status.ContainerStatuses {
+		if st.RestartCount > 0 {
+			s += fmt.Sprintf(", %d restarts", st.RestartCount)
+		}
+		if w := st.State.Waiting; w != nil && w.Reason != "" {
+			s += ", waiting: " + w.Reason
+		}
+		if t := st.LastTerminationState.Terminated; t != nil && !podReady(p) {
+			s += fmt.Sprintf(", last exit %d (%s)", t.ExitCode, t.Reason)
+			if t.Message != "" {
+				s += ": " + t.Message
+			}
+		}
+	}
+	return s
+}
+
+func (c *cluster) registeredOn(node string) string {
+	var uids []types.UID
+	for _, p := range c.snap.pluginPodsOn(node) {
+		uids = append(uids, p.UID)
+	}
+	if text, ok := c.snap.KubeletMetrics[node]; ok {
+		if r := registered(text, c.snap.DriverName, uids); r != "unknown" {
+			return r
+		}
+	}
+	// The plugin's own view: the kubelet's last registration status.
+	if f := parseMetrics(c.snap.PluginMetrics[node])[metricRegistered]; f != nil && len(f.Metric) > 0 {
+		if sampleValue(f.Metric[0]) > 0 {
+			return "yes"
+		}
+		return "no"
+	}
+	return "unknown"
+}
+
+// noPluginReason explains why no plugin pod runs on a node: the
+// DaemonSet's node affinity (GPU node labels) or a missing installation.
+func (c *cluster) noPluginReason(node string) string {
+	if len(c.snap.PluginDaemonSets) == 0 {
+		return fmt.Sprintf("no plugin pod of the driver runs on node %s and no gpu-dra-driver DaemonSet was found: install the chart (deployments/helm/gpu-dra-driver)", node)
+	}
+	n := c.snap.node(node)
+	for _, ds := range c.snap.PluginDaemonSets {
+		probe := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+		if n != nil {
+			if ok, _ := nodeaffinity.GetRequiredNodeAffinity(probe).Match(n); !ok {
+				return fmt.Sprintf("no plugin pod of the driver runs on node %s: DaemonSet %s/%s does not select it (%s). If the node has an NVIDIA GPU, label it (kubectl label node %s nvidia.com/gpu.present=true) or set the chart's kubeletPlugin.gpuNodeLabels",
+					node, ds.Namespace, ds.Name, affinityText(probe), node)
+			}
+		}
+	}
+	ds := c.snap.PluginDaemonSets[0]
+	return fmt.Sprintf("no plugin pod of the driver runs on node %s although DaemonSet %s/%s selects it; check the node's taints against kubeletPlugin.tolerations and kubectl describe daemonset -n %s %s", node, ds.Namespace, ds.Name, ds.Namespace, ds.Name)
+}
+
+func affinityText(p *corev1.Pod) string {
+	var terms []string
+	if p.Spec.Affinity != nil && p.Spec.Affinity.NodeAffinity != nil && p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, t := range p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, e := range t.MatchExpressions {
+				terms = append(terms, fmt.Sprintf("%s %s %s", e.Key, e.Operator, strings.Join(e.Values, ",")))
+			}
+		}
+	}
+	for k, v := range p.Spec.NodeSelector {
+		terms = append(terms, k+"="+v)
+	}
+	if len(terms) == 0 {
+		return "node selection"
+	}
+	return "it needs one of: " + strings.Join(terms, "; ")
+}
