@@ -32,7 +32,11 @@ func allocatable(pool string, inv *nvdev.Inventory, o slices.Options) (map[strin
 	var watched []health.Device
 	add := func(d *prepare.AllocatableDevice) {
 		devices[d.Name] = d
-		watched = append(watched, health.Device{PoolName: pool, DeviceName: d.Name, NVML: d.GPU.Device})
+		w := health.Device{PoolName: pool, DeviceName: d.Name, UUID: d.GPU.UUID, NVML: d.GPU.Device, MIG: d.Kind != prepare.WholeGPU}
+		if d.Kind == prepare.StaticMig {
+			w.Instance = &[2]uint32{uint32(d.GIID), uint32(d.CIID)}
+		}
+		watched = append(watched, w)
 	}
 	for _, g := range inv.GPUs {
 		mode := slices.ModeOf(g, o)
