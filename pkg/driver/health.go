@@ -102,6 +102,7 @@ func (d *Driver) followHealth(ctx context.Context, publish func(context.Context,
 		changed := map[string]bool{}
 		taints := map[string][]resourceapi.DeviceTaint{}
 		var keys []string
+		var newest time.Time // the latest health change, for the publish log
 		for _, w := range watched {
 			st, _ := d.health.Status(w.DeviceName)
 			healthy := 0.0
@@ -121,6 +122,9 @@ func (d *Driver) followHealth(ctx context.Context, publish func(context.Context,
 				changed[w.DeviceName] = true
 			}
 			prev[w.DeviceName] = st
+			if st.Since.After(newest) {
+				newest = st.Since
+			}
 		}
 		if now := strings.Join(keys, ","); now != published {
 			start := time.Now()
@@ -128,7 +132,7 @@ func (d *Driver) followHealth(ctx context.Context, publish func(context.Context,
 				logger.Error(err, "Publishing device taints failed")
 			} else {
 				published = now
-				logger.Info("Published device health in ResourceSlices", "taintedDevices", len(taints), "effect", d.cfg.Health.TaintEffect, "duration", time.Since(start))
+				logger.Info("Published device health in ResourceSlices", "taintedDevices", len(taints), "effect", d.cfg.Health.TaintEffect, "duration", time.Since(start), "sinceChange", time.Since(newest))
 			}
 		}
 		d.reportGPUs(ctx, watched, gpuSick)

@@ -306,6 +306,14 @@ func TestHealthTaintLatency(t *testing.T) {
 	sorted := slices.Clone(took)
 	slices.Sort(sorted)
 	t.Logf("fault injection to taint in the ResourceSlice: median %v of %v", sorted[len(sorted)/2].Round(time.Millisecond), took)
+	// The plugin's share: from the event to the slices handed to the
+	// resourceslice controller.
+	out, _ := exec.Command("kubectl", "logs", "-n", driverNS, "-l", "app.kubernetes.io/name=gpu-dra-driver", "--tail=-1").CombinedOutput()
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "GPU fault") || strings.Contains(line, "Published device health") {
+			t.Log(line)
+		}
+	}
 }
 
 func waitWatch(w watch.Interface, device, want string, timeout time.Duration) bool {
