@@ -9,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
@@ -167,11 +166,11 @@ func (d *Driver) reportGPUs(ctx context.Context, watched []health.Device, sick m
 			}
 			msg := fmt.Sprintf("GPU %s is unhealthy: %s; its devices are tainted %s (%s)", w.UUID, strings.Join(why, "; "), slices.TaintUnhealthy, d.cfg.Health.TaintEffect)
 			logger.Info("GPU unhealthy", "gpu", w.UUID, "faults", why)
-			go recordNodeEvent(ctx, d, v1.EventTypeWarning, "GPUUnhealthy", msg)
+			go recordNodeEvent(ctx, d.cfg.Client, d.cfg.NodeName, v1.EventTypeWarning, "GPUUnhealthy", msg)
 		case len(faults) == 0 && sick[w.UUID]:
 			delete(sick, w.UUID)
 			logger.Info("GPU recovered", "gpu", w.UUID)
-			go recordNodeEvent(ctx, d, v1.EventTypeNormal, "GPURecovered", fmt.Sprintf("GPU %s is healthy again; the %s taint is removed", w.UUID, slices.TaintUnhealthy))
+			go recordNodeEvent(ctx, d.cfg.Client, d.cfg.NodeName, v1.EventTypeNormal, "GPURecovered", fmt.Sprintf("GPU %s is healthy again; the %s taint is removed", w.UUID, slices.TaintUnhealthy))
 		}
 	}
 }
@@ -189,20 +188,5 @@ func (d *Driver) refreshClaimStatus(store *checkpoint.Store, changed map[string]
 				break
 			}
 		}
-	}
-}
-
-func recordNodeEvent(ctx context.Context, d *Driver, eventType, reason, msg string) {
-	node := d.cfg.NodeName
-	now := metav1.NewTime(time.Now())
-	ev := &v1.Event{
-		ObjectMeta:     metav1.ObjectMeta{GenerateName: node + ".", Namespace: metav1.NamespaceDefault},
-		InvolvedObject: v1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node), APIVersion: "v1"},
-		Reason:         reason, Message: msg, Type: eventType,
-		Source:         v1.EventSource{Component: "gpu-kubelet-plugin", Host: node},
-		FirstTimestamp: now, LastTimestamp: now, Count: 1,
-	}
-	if _, err := d.cfg.Client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		klog.FromContext(ctx).V(2).Info("Could not record Node event", "reason", reason, "err", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
 
 func TestXIDFaultFileDeliversAnEventAndAPendingReset(t *testing.T) {
@@ -41,7 +42,7 @@ func TestXIDFaultFileDeliversAnEventAndAPendingReset(t *testing.T) {
 	if err := sim.SetXIDFault(uuid0, "ecc-dbe"); err != nil {
 		t.Fatal(err)
 	}
-	if e, ret := set.Wait(2000); ret != nvml.SUCCESS || e.EventType != nvml.EventTypeDoubleBitEccError || e.GpuInstanceId != simulateNoInstance {
+	if e, ret := set.Wait(2000); ret != nvml.SUCCESS || e.EventType != nvml.EventTypeDoubleBitEccError || e.GpuInstanceId != simulate.NoInstance {
 		t.Fatalf("event %+v (%s)", e, nvml.ErrorString(ret))
 	}
 	// Removing the file is the reset.
@@ -69,5 +70,3 @@ func TestXIDFaultFileDeliversAnEventAndAPendingReset(t *testing.T) {
 		t.Fatalf("ResetGPU: %v, pending %v", err, sim.RecoveryPending(uuid1))
 	}
 }
-
-const simulateNoInstance = nvml.GPU_INSTANCE_ID_ANY
