@@ -71,26 +71,29 @@ func TestXIDTaintsTheDeviceUntilTheGPURecovers(t *testing.T) {
 	waitFor(t, "healthy condition", func() bool { return n.healthCondition("sick") == "Healthy=True/NoFaults" })
 
 	// The kubelet's health stream, over the plugin's socket.
-	stream, err := drahealthv1.NewDRAResourceHealthClient(n.conn).NodeWatchResources(context.Background(), &drahealthv1.NodeWatchResourcesRequest{})
+	streamCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stream, err := drahealthv1.NewDRAResourceHealthClient(n.conn).NodeWatchResources(streamCtx, &drahealthv1.NodeWatchResourcesRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	health := func() drahealthv1.HealthStatus {
+	// waitHealth reads reports until the device has the wanted health (a
+	// report sent before a change may still be on its way).
+	waitHealth := func(want drahealthv1.HealthStatus) {
+		t.Helper()
 		for {
 			r, err := stream.Recv()
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("waiting for %v: %v", want, err)
 			}
 			for _, d := range r.Devices {
-				if d.Device.DeviceName == device {
-					return d.Health
+				if d.Device.DeviceName == device && d.Health == want {
+					return
 				}
 			}
 		}
 	}
-	if h := health(); h != drahealthv1.HealthStatus_HEALTHY {
-		t.Fatalf("initial health %v", h)
-	}
+	waitHealth(drahealthv1.HealthStatus_HEALTHY)
 
 	// An application XID changes nothing.
 	sim.InjectXid(uuid, 13)
@@ -101,9 +104,7 @@ func TestXIDTaintsTheDeviceUntilTheGPURecovers(t *testing.T) {
 	if other := gpuslices.GPUDeviceName(inv.GPUs[0].Minor); n.taintOf(other) != "" {
 		t.Fatalf("healthy %s tainted: %s", other, n.taintOf(other))
 	}
-	if h := health(); h != drahealthv1.HealthStatus_UNHEALTHY {
-		t.Fatalf("kubelet told %v after XID 79", h)
-	}
+	waitHealth(drahealthv1.HealthStatus_UNHEALTHY)
 	waitFor(t, "unhealthy condition", func() bool { return n.healthCondition("sick") == "Healthy=False/Xid79" })
 	waitFor(t, "GPUUnhealthy event", func() bool { return n.nodeEvents("GPUUnhealthy") == 1 })
 	if v := metricValue(t, n, "gpu_dra_device_healthy", "device", device); v != 0 {
@@ -121,9 +122,7 @@ func TestXIDTaintsTheDeviceUntilTheGPURecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "taint removed", func() bool { return n.taintOf(device) == "" })
-	if h := health(); h != drahealthv1.HealthStatus_HEALTHY {
-		t.Fatalf("kubelet told %v after recovery", h)
-	}
+	waitHealth(drahealthv1.HealthStatus_HEALTHY)
 	waitFor(t, "healthy condition again", func() bool { return n.healthCondition("sick") == "Healthy=True/NoFaults" })
 	waitFor(t, "GPURecovered event", func() bool { return n.nodeEvents("GPURecovered") == 1 })
 	if v := metricValue(t, n, "gpu_dra_device_healthy", "device", device); v != 1 {

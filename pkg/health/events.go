@@ -101,7 +101,10 @@ func (m *Monitor) handle(ctx context.Context, e nvml.EventData) {
 		f.GI, f.CI = NoInstance, NoInstance
 	}
 	logger.Info("GPU fault", "gpu", uuid, "reason", f.Reason, "message", f.Message, "gpuInstance", instanceID(f.GI), "computeInstance", instanceID(f.CI))
-	if m.state.add(uuid, f) {
+	added := m.state.add(uuid, f)
+	// The event explains a recovery action the poll may have seen first.
+	explained := m.state.clear(uuid, func(f Fault) bool { return f.Reason == ReasonRecoveryPending })
+	if added || explained {
 		m.recompute()
 	}
 }

@@ -55,6 +55,9 @@ type Monitor struct {
 	once  sync.Once
 	// unsupported logs once per GPU that NVML cannot report a recovery action.
 	unsupported map[string]bool
+	// pendingSeen marks GPUs without faults whose recovery action was
+	// pending at the last poll.
+	pendingSeen map[string]bool
 }
 
 // New returns a monitor with production intervals.
@@ -72,6 +75,7 @@ func (m *Monitor) init() {
 		}
 		m.state = newFaults()
 		m.unsupported = map[string]bool{}
+		m.pendingSeen = map[string]bool{}
 		m.recompute()
 	})
 }
@@ -168,31 +172,56 @@ func (m *Monitor) Poll(ctx context.Context) {
 			// Not an answer about the GPU's health: keep what is known.
 			logger.V(2).Info("NVML query failed during the health poll", "gpu", g.uuid, "err", nvml.ErrorString(ret))
 		}
-		if len(m.state.of(g.uuid)) == 0 {
-			continue
-		}
-		action, ret := RecoveryAction(g.dev)
-		switch {
-		case ret == nvml.SUCCESS && action == nvml.GPU_RECOVERY_ACTION_NONE:
-			if m.state.clear(g.uuid, func(f Fault) bool { return !f.lost }) {
-				logger.Info("GPU recovered: NVML reports no pending recovery action", "gpu", g.uuid)
-				changed = true
-			}
-		case ret == nvml.SUCCESS:
-			logger.V(3).Info("GPU recovery action pending", "gpu", g.uuid, "action", recoveryActionName(action))
-		case (ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT) && !m.unsupported[g.uuid]:
-			// Drivers before the recovery-action field (r550) cannot tell
-			// when a fault is over: the device stays unhealthy until the
-			// plugin restarts, as with NVIDIA's device plugin.
-			m.unsupported[g.uuid] = true
-			logger.Info("NVML cannot report the GPU's recovery action; its faults clear when the plugin restarts", "gpu", g.uuid, "err", nvml.ErrorString(ret))
-		case ret != nvml.SUCCESS:
-			logger.V(2).Info("Reading the GPU's recovery action failed", "gpu", g.uuid, "err", nvml.ErrorString(ret))
+		if m.checkRecovery(ctx, g) {
+			changed = true
 		}
 	}
 	if changed {
 		m.recompute()
 	}
+}
+
+// checkRecovery reads the GPU's pending recovery action: none ends the
+// GPU's event faults; one pending at two polls in a row on a GPU without
+// faults is a fault from before the plugin started (NVML does not repeat
+// its event), which makes the GPU unhealthy until it is reset.
+func (m *Monitor) checkRecovery(ctx context.Context, g gpu) bool {
+	logger := klog.FromContext(ctx)
+	faulty := len(m.state.of(g.uuid)) > 0
+	readAt := m.now()
+	action, ret := RecoveryAction(g.dev)
+	if ret != nvml.SUCCESS || action == nvml.GPU_RECOVERY_ACTION_NONE || faulty {
+		delete(m.pendingSeen, g.uuid)
+	}
+	switch {
+	case ret == nvml.SUCCESS && action == nvml.GPU_RECOVERY_ACTION_NONE:
+		// Faults recorded after the read may have their action still
+		// pending: they wait for the next poll.
+		if faulty && m.state.clear(g.uuid, func(f Fault) bool { return !f.lost && f.Since.Before(readAt) }) {
+			logger.Info("GPU recovered: NVML reports no pending recovery action", "gpu", g.uuid)
+			return true
+		}
+	case ret == nvml.SUCCESS && !faulty && !m.pendingSeen[g.uuid]:
+		// Seen once: an event on its way may still explain it.
+		m.pendingSeen[g.uuid] = true
+	case ret == nvml.SUCCESS && !faulty:
+		msg := fmt.Sprintf("NVML reports a pending recovery action (%s) from a fault before the plugin started", recoveryActionName(action))
+		if m.state.add(g.uuid, Fault{Reason: ReasonRecoveryPending, Message: msg, Since: readAt, GI: NoInstance, CI: NoInstance}) {
+			logger.Info("GPU waits for recovery", "gpu", g.uuid, "action", recoveryActionName(action))
+			return true
+		}
+	case ret == nvml.SUCCESS:
+		logger.V(3).Info("GPU recovery action pending", "gpu", g.uuid, "action", recoveryActionName(action))
+	case faulty && (ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT) && !m.unsupported[g.uuid]:
+		// Drivers before the recovery-action field (r550) cannot tell
+		// when a fault is over: the device stays unhealthy until the
+		// plugin restarts, as with NVIDIA's device plugin.
+		m.unsupported[g.uuid] = true
+		logger.Info("NVML cannot report the GPU's recovery action; its faults clear when the plugin restarts", "gpu", g.uuid, "err", nvml.ErrorString(ret))
+	case ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_SUPPORTED:
+		logger.V(2).Info("Reading the GPU's recovery action failed", "gpu", g.uuid, "err", nvml.ErrorString(ret))
+	}
+	return false
 }
 
 // RecoveryAction asks NVML what the GPU needs before it can be used again

@@ -210,3 +210,32 @@ func TestParseXIDs(t *testing.T) {
 		}
 	}
 }
+
+func TestFaultFromBeforeTheStartIsARecoveryPending(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "sim")
+	sim, inv, err := simulate.Discover("h100x2", "n1", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid := inv.GPUs[0].UUID
+	// Written by an earlier process: no event now, but a pending reset.
+	if err := sim.SetXIDFault(uuid, "79"); err != nil {
+		t.Fatal(err)
+	}
+	m := New(sim, []Device{{PoolName: "n1", DeviceName: "gpu-0", UUID: uuid, NVML: inv.GPUs[0].Device}}, nil)
+	m.Interval = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	f := &fixture{sim: sim, m: m}
+	f.waitFor(t, "gpu-0=recovery-pending")
+	st, _ := m.Status("gpu-0")
+	if !strings.Contains(st.Message, "GPU reset") {
+		t.Errorf("message %q does not name the pending action", st.Message)
+	}
+	if err := sim.SetXIDFault(uuid, ""); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor(t, "gpu-0=ok")
+}

@@ -18,6 +18,9 @@ const NoInstance = nvml.GPU_INSTANCE_ID_ANY
 const (
 	ReasonDoubleBitECC = "ecc-dbe"
 	ReasonGPULost      = "gpu-lost"
+	// ReasonRecoveryPending: NVML asks for a recovery action (a reset, say)
+	// the plugin saw no event for, because it happened before it started.
+	ReasonRecoveryPending = "recovery-pending"
 )
 
 // XIDReason is the reason of an XID fault.

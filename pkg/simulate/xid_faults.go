@@ -39,6 +39,7 @@ type xidFaults struct {
 	pending  map[string]bool   // GPU UUID -> recovery action pending
 	seen     map[string]string // GPU UUID -> file content+mtime delivered
 	watching bool
+	primed   bool // the files present at start were scanned
 }
 
 func (s *Simulator) wireXIDFaults() {
@@ -101,7 +102,9 @@ func (s *Simulator) notePending(uuid string, eventType, data uint64) {
 	s.xids.mu.Unlock()
 }
 
-// watchXIDFiles runs while event sets exist.
+// watchXIDFiles runs while event sets exist. Files that exist before the
+// first scan are faults from before the process started: NVML does not
+// deliver their events again, but their recovery action stays pending.
 func (s *Simulator) watchXIDFiles() {
 	s.xids.mu.Lock()
 	if s.xids.watching {
@@ -109,7 +112,12 @@ func (s *Simulator) watchXIDFiles() {
 		return
 	}
 	s.xids.watching = true
+	primed := s.xids.primed
+	s.xids.primed = true
 	s.xids.mu.Unlock()
+	if !primed {
+		s.scanXIDFiles(false)
+	}
 	go func() {
 		for {
 			s.events.mu.Lock()
@@ -121,13 +129,15 @@ func (s *Simulator) watchXIDFiles() {
 				s.xids.mu.Unlock()
 				return
 			}
-			s.scanXIDFiles()
+			s.scanXIDFiles(true)
 			time.Sleep(xidWatchInterval)
 		}
 	}()
 }
 
-func (s *Simulator) scanXIDFiles() {
+// scanXIDFiles delivers the events of new or changed fault files (or, when
+// deliver is false, only marks their recovery action pending).
+func (s *Simulator) scanXIDFiles(deliver bool) {
 	files, _ := filepath.Glob(filepath.Join(s.faultsDir(), "*.xid"))
 	present := map[string]bool{}
 	for _, f := range files {
@@ -154,7 +164,11 @@ func (s *Simulator) scanXIDFiles() {
 			klog.Background().Info("Simulated fault file not understood; write an XID (79), ecc-dbe, or an XID with GPU and compute instance IDs (94 1 0)", "file", f, "content", strings.TrimSpace(string(data)))
 			continue
 		}
-		s.InjectEvent(uuid, eventType, value, gi, ci)
+		if deliver {
+			s.InjectEvent(uuid, eventType, value, gi, ci)
+		} else {
+			s.notePending(uuid, eventType, value)
+		}
 	}
 	s.xids.mu.Lock()
 	for uuid := range s.xids.seen {
