@@ -39,6 +39,10 @@ func (m *Monitor) Watch(ctx context.Context, reports chan<- kubeletplugin.Device
 		case <-ctx.Done():
 			return nil
 		case reports <- m.Snapshot():
+		case <-changes:
+			// Changed while the report waited for the reader: send the
+			// newer one instead.
+			continue
 		}
 		select {
 		case <-ctx.Done():
