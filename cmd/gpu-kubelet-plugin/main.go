@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -23,6 +24,7 @@ import (
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
@@ -47,6 +49,9 @@ type options struct {
 	fractional   bool
 	fractionalOn []int
 	strategies   []string
+	taintEffect  string
+	ignoredXIDs  []string
+	health       driver.HealthConfig
 }
 
 func main() {
@@ -90,6 +95,8 @@ func newCommand() *cobra.Command {
 	f.BoolVar(&o.fractional, "fractional-memory", false, "Offer whole GPUs for memory-fraction sharing: many claims each take a share of memory (and compute), enforced with MPS. GPUs so offered are not partitioned into MIG devices.")
 	f.IntSliceVar(&o.fractionalOn, "fractional-memory-gpus", nil, "Limit --fractional-memory to these GPU minor numbers; all GPUs when empty.")
 	f.StringSliceVar(&o.strategies, "sharing-strategies", []string{"TimeSlicing", "MPS"}, "Sharing strategies claims may ask for (TimeSlicing, MPS).")
+	f.StringVar(&o.taintEffect, "health-taint-effect", "NoSchedule", "Effect of the gpu.nvidia.com/unhealthy taint an unhealthy device gets: NoSchedule (new claims avoid it) or NoExecute (pods using it are evicted too).")
+	f.StringSliceVar(&o.ignoredXIDs, "health-ignored-xids", nil, "XIDs to ignore in addition to the application XIDs NVIDIA's tools ignore (13, 31, 43, 45, 68, 109).")
 	o.gates = newFeatureGates()
 	o.gates.AddFlag(f)
 	f.BoolVar(&o.printSlices, "print-slices", false, "Print the ResourceSlices this node would publish as YAML and exit; needs no cluster.")
@@ -143,6 +150,17 @@ func (o *options) complete() error {
 	}
 	o.backend.NodeName = o.nodeName
 	o.backend.StateDir = o.stateDir
+	switch e := resourceapi.DeviceTaintEffect(o.taintEffect); e {
+	case resourceapi.DeviceTaintEffectNoSchedule, resourceapi.DeviceTaintEffectNoExecute:
+		o.health.TaintEffect = e
+	default:
+		return fmt.Errorf("--health-taint-effect: %q is not an effect; use NoSchedule or NoExecute", o.taintEffect)
+	}
+	xids, err := health.ParseXIDs("--health-ignored-xids", o.ignoredXIDs)
+	if err != nil {
+		return err
+	}
+	o.health.IgnoredXIDs = xids
 	return nil
 }
 
@@ -208,6 +226,7 @@ func run(ctx context.Context, o *options) error {
 		Metrics:           m,
 		Publish:           o.publishOptions(),
 		SharingStrategies: strategies,
+		Health:            o.health,
 	})
 	if err != nil {
 		return err

@@ -123,10 +123,12 @@ func TestPrintSlicesIsStable(t *testing.T) {
 
 func TestBadFlagsSayWhatToFix(t *testing.T) {
 	for args, want := range map[string]string{
-		"--simulate h100x8 --print-slices":                         "--node-name is required",
-		"--simulate h900x8 --node-name n1 --print-slices":          `unknown model "h900"`,
-		"--simulate h100x0 --node-name n1 --print-slices":          "must be a number from 1 to 64",
-		"--driver-root /nonexistent --node-name n1 --print-slices": "--driver-root",
+		"--simulate h100x8 --print-slices":                                                       "--node-name is required",
+		"--simulate h900x8 --node-name n1 --print-slices":                                        `unknown model "h900"`,
+		"--simulate h100x0 --node-name n1 --print-slices":                                        "must be a number from 1 to 64",
+		"--driver-root /nonexistent --node-name n1 --print-slices":                               "--driver-root",
+		"--simulate h100x1 --node-name n1 --health-taint-effect PreferNoSchedule --print-slices": "--health-taint-effect",
+		"--simulate h100x1 --node-name n1 --health-ignored-xids 13,x --print-slices":             "--health-ignored-xids",
 	} {
 		cmd := newCommand()
 		cmd.SetOut(&bytes.Buffer{})

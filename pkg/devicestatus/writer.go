@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
@@ -51,6 +52,7 @@ type Writer struct {
 	client     kubernetes.Interface
 	driverName string
 	records    Records
+	health     func(pool, device string) (metav1.Condition, bool)
 	retries    int
 	queue      workqueue.TypedRateLimitingInterface[types.UID]
 
@@ -74,6 +76,9 @@ type Options struct {
 	// Records, when set, is asked before each write whether the claim is
 	// still prepared; claims unprepared in the meantime are not written.
 	Records Records
+	// Health, when set, gives a device's health condition, written into
+	// its status.devices[].conditions (pkg/health via the driver).
+	Health  func(pool, device string) (metav1.Condition, bool)
 	Workers int
 	Retries int
 	// BaseDelay and MaxDelay bound the per-claim back-off after a failed write.
@@ -98,7 +103,7 @@ func New(ctx context.Context, client kubernetes.Interface, driverName string, op
 		opts.MaxDelay = 5 * time.Second
 	}
 	w := &Writer{
-		client: client, driverName: driverName, records: opts.Records, retries: opts.Retries,
+		client: client, driverName: driverName, records: opts.Records, health: opts.Health, retries: opts.Retries,
 		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](opts.BaseDelay, opts.MaxDelay)),
 		pending: map[types.UID]update{},
 		Done:    make(chan struct{}),
@@ -205,6 +210,12 @@ func (w *Writer) apply(ctx context.Context, u update) error {
 			WithData(runtime.RawExtension{Raw: data})
 		if d.ShareID != "" {
 			dev.WithShareID(d.ShareID) // the key of a share's status entry
+		}
+		if w.health != nil {
+			if c, ok := w.health(d.Pool, d.Device); ok {
+				dev.WithConditions(metav1ac.Condition().WithType(c.Type).WithStatus(c.Status).
+					WithReason(c.Reason).WithMessage(c.Message).WithLastTransitionTime(c.LastTransitionTime))
+			}
 		}
 		status.WithDevices(dev)
 	}

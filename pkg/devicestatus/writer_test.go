@@ -32,9 +32,10 @@ type apiserver struct {
 }
 
 type write struct {
-	claim    string
-	uuids    []string
-	shareIDs []string
+	claim      string
+	uuids      []string
+	shareIDs   []string
+	conditions []string // type=status/reason per device
 }
 
 func newAPIServer(t *testing.T, answer func(write) error) (*fake.Clientset, *apiserver) {
@@ -58,6 +59,9 @@ func newAPIServer(t *testing.T, answer func(write) error) (*fake.Clientset, *api
 			}
 			w.uuids = append(w.uuids, data.UUID)
 			w.shareIDs = append(w.shareIDs, ptr.Deref(d.ShareID, ""))
+			for _, c := range d.Conditions {
+				w.conditions = append(w.conditions, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+			}
 		}
 		s.mu.Lock()
 		s.writes = append(s.writes, w)
@@ -152,7 +156,7 @@ func TestCoalescesToNewest(t *testing.T) {
 	api.waitFor(t, 2)
 	time.Sleep(100 * time.Millisecond) // a third write would show up by now
 	writes := api.get()
-	want := []write{{"a", []string{"GPU-1"}, []string{""}}, {"a", []string{"GPU-4"}, []string{""}}}
+	want := []write{{"a", []string{"GPU-1"}, []string{""}, nil}, {"a", []string{"GPU-4"}, []string{""}, nil}}
 	if fmt.Sprint(writes) != fmt.Sprint(want) {
 		t.Fatalf("writes %v, want %v", writes, want)
 	}
@@ -176,7 +180,7 @@ func TestNewestWinsBeforeFirstWrite(t *testing.T) {
 	close(block)
 	api.waitFor(t, 2)
 	time.Sleep(100 * time.Millisecond)
-	want := []write{{"blocker", []string{"GPU-0"}, []string{""}}, {"b", []string{"GPU-50"}, []string{""}}}
+	want := []write{{"blocker", []string{"GPU-0"}, []string{""}, nil}, {"b", []string{"GPU-50"}, []string{""}, nil}}
 	if got := api.get(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("writes %v, want %v", got, want)
 	}
@@ -212,7 +216,7 @@ func TestSkipsUnpreparedClaims(t *testing.T) {
 	w.Prepared(claim("kept"), devices("GPU-1"))
 	api.waitFor(t, 1)
 	time.Sleep(50 * time.Millisecond)
-	want := []write{{"kept", []string{"GPU-1"}, []string{""}}}
+	want := []write{{"kept", []string{"GPU-1"}, []string{""}, nil}}
 	if got := api.get(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("writes %v, want %v", got, want)
 	}
@@ -284,6 +288,34 @@ func TestShareIDIsWritten(t *testing.T) {
 	w.Prepared(claim("fraction"), devs)
 	if got := api.waitFor(t, 1)[0].shareIDs; len(got) != 1 || got[0] != "share-1" {
 		t.Fatalf("share IDs written: %q", got)
+	}
+}
+
+func TestHealthConditionIsWritten(t *testing.T) {
+	client, api := newAPIServer(t, nil)
+	sick := map[string]bool{}
+	var mu sync.Mutex
+	w := start(t, client, Options{Health: func(pool, device string) (metav1.Condition, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if pool != "n1" {
+			return metav1.Condition{}, false
+		}
+		if sick[device] {
+			return metav1.Condition{Type: "Healthy", Status: metav1.ConditionFalse, Reason: "Xid79", Message: "XID 79", LastTransitionTime: metav1.Now()}, true
+		}
+		return metav1.Condition{Type: "Healthy", Status: metav1.ConditionTrue, Reason: "NoFaults", LastTransitionTime: metav1.Now()}, true
+	}})
+	w.Prepared(claim("c"), devices("GPU-0"))
+	if got := api.waitFor(t, 1)[0].conditions; len(got) != 1 || got[0] != "Healthy=True/NoFaults" {
+		t.Fatalf("conditions written: %q", got)
+	}
+	mu.Lock()
+	sick["gpu-0"] = true
+	mu.Unlock()
+	w.Prepared(claim("c"), devices("GPU-0"))
+	if got := api.waitFor(t, 2)[1].conditions; len(got) != 1 || got[0] != "Healthy=False/Xid79" {
+		t.Fatalf("conditions written after the fault: %q", got)
 	}
 }
 

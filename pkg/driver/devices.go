@@ -52,7 +52,11 @@ func allocatable(pool string, table slices.Table) (map[string]*prepare.Allocatab
 			d.Placement = mig.Placement{Profile: e.Profile, Start: e.Start, Size: e.Size}
 		}
 		devices[d.Name] = d
-		watched = append(watched, health.Device{PoolName: pool, DeviceName: d.Name, NVML: e.GPU.Device})
+		w := health.Device{PoolName: pool, DeviceName: d.Name, UUID: d.GPU.UUID, NVML: d.GPU.Device, MIG: d.Kind != prepare.WholeGPU}
+		if d.Kind == prepare.StaticMig {
+			w.Instance = &[2]uint32{uint32(d.GIID), uint32(d.CIID)}
+		}
+		watched = append(watched, w)
 	}
 	return devices, watched
 }

@@ -50,6 +50,8 @@ type Config struct {
 	Publish slices.Options
 	// SharingStrategies are the strategies claims may ask for.
 	SharingStrategies []configapi.SharingStrategy
+	// Health: taint effect and ignored XIDs (health.go).
+	Health HealthConfig
 }
 
 // Driver is a running kubelet plugin.
@@ -58,6 +60,7 @@ type Driver struct {
 	helper *kubeletplugin.Helper
 	state  *prepare.State
 	health *health.Monitor
+	status *devicestatus.Writer
 	// calls counts the kubelet's prepare and unprepare calls.
 	calls atomic.Uint64
 }
@@ -72,6 +75,9 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	logger := klog.FromContext(ctx)
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New()
+	}
+	if cfg.Health.TaintEffect == "" {
+		cfg.Health.TaintEffect = resourceapi.DeviceTaintEffectNoSchedule
 	}
 	// Another instance of the plugin may still serve this node (rolling
 	// update): wait for its in-flight calls, then own the state.
@@ -106,10 +112,12 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
 	}
 	devices, watched := allocatable(cfg.NodeName, table)
-	d := &Driver{cfg: cfg, health: health.New(watched)}
+	d := &Driver{cfg: cfg}
+	d.health = d.newMonitor(watched, store)
+	d.status = devicestatus.New(ctx, cmp.Or(cfg.StatusClient, cfg.Client), cfg.DriverName, devicestatus.Options{Records: store, Health: d.deviceCondition})
 	d.state = prepare.New(prepare.Config{
 		DriverName: cfg.DriverName, PoolName: cfg.NodeName, Devices: devices,
-		Store: store, CDI: writer, Status: devicestatus.New(ctx, cmp.Or(cfg.StatusClient, cfg.Client), cfg.DriverName, devicestatus.Options{Records: store}),
+		Store: store, CDI: writer, Status: d.status,
 		Sharing: sharingConfig(cfg), Fence: fence,
 	})
 	report := d.state.Recover(ctx, func(ctx context.Context, ns, name string) (*resourceapi.ResourceClaim, error) {
@@ -169,6 +177,16 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		d.helper.Stop()
 		return nil, fmt.Errorf("publish ResourceSlices: %w", err)
 	}
+	// Health: NVML events and the slow poll feed the kubelet's health
+	// stream, taints in the slices and claims' device conditions.
+	go d.health.Run(ctx)
+	go d.followHealth(ctx, func(ctx context.Context, taints map[string][]resourceapi.DeviceTaint) error {
+		res := slices.WithTaints(resources, taints)
+		if err := slices.Validate(res); err != nil {
+			return err
+		}
+		return d.helper.PublishResources(ctx, res)
+	}, store, watched)
 	return d, nil
 }
 

@@ -32,17 +32,22 @@ func reportToNode(ctx context.Context, client kubernetes.Interface, node, reason
 	if len(msg) > maxMessage {
 		msg = msg[:maxMessage-3] + "..."
 	}
+	recordNodeEvent(ctx, client, node, v1.EventTypeWarning, reason, msg)
+}
+
+// recordNodeEvent creates one event on the Node.
+func recordNodeEvent(ctx context.Context, client kubernetes.Interface, node, eventType, reason, msg string) {
 	now := metav1.NewTime(time.Now())
 	ev := &v1.Event{
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: node + ".", Namespace: metav1.NamespaceDefault},
 		InvolvedObject: v1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node), APIVersion: "v1"},
 		Reason:         reason,
 		Message:        msg,
-		Type:           v1.EventTypeWarning,
+		Type:           eventType,
 		Source:         v1.EventSource{Component: "gpu-kubelet-plugin", Host: node},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}
 	if _, err := client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		klog.FromContext(ctx).V(2).Info("Could not record Node event", "err", err)
+		klog.FromContext(ctx).V(2).Info("Could not record Node event", "reason", reason, "err", err)
 	}
 }

@@ -46,6 +46,7 @@ type node struct {
 	// dynamicMIG and fractional are passed to the driver at every start.
 	dynamicMIG bool
 	fractional bool
+	health     HealthConfig
 }
 
 func newNode(t testing.TB, profile string) *node { return newNodeWith(t, profile, false) }
@@ -106,6 +107,7 @@ func (n *node) start(profile string) {
 		DriverName: testDriver, NodeName: testNode, Client: n.client, Backend: backend,
 		StateDir: n.dir("state"), CDIDir: n.dir("cdi"), PluginDir: n.dir("plugin"), RegistrarDir: n.dir("registry"),
 		Publish:           gpuslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional},
+		Health:            n.health,
 		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},
 	})
 	if err != nil {

@@ -1,107 +1,257 @@
-// Package health watches NVML for devices that fail and reports them to the
-// kubelet through the DRA health service, so pods on a lost GPU show it in
-// their status.
+// Package health turns NVML's view of the node's GPUs into device health:
+// XID critical errors, double-bit ECC errors and GPUs that fell off the bus
+// make devices unhealthy; NVML reporting no pending recovery action (after
+// a reset, say) makes them healthy again. Consumers subscribe to changes:
+// the kubelet's DRA health stream (Watch), and the driver, which taints
+// the devices in its ResourceSlices and marks claims' device status.
 package health
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
 )
 
 // Device is one published device to watch.
 type Device struct {
 	PoolName   string
 	DeviceName string
-	NVML       nvml.Device
+	// UUID and NVML are those of the GPU (the parent of a MIG device):
+	// NVML reports events per GPU.
+	UUID string
+	NVML nvml.Device
+	// MIG devices are affected by faults of their own instance (GI, CI);
+	// Instance is set where the instance exists at start (static MIG).
+	MIG      bool
+	Instance *[2]uint32
 }
 
-// Monitor polls NVML. Polling is used rather than only XID events because
-// a GPU that falls off the bus produces no event on its own handle, while
-// every query on it answers ERROR_GPU_IS_LOST.
+// Monitor watches NVML events and polls for what events cannot tell.
 type Monitor struct {
+	// Lib creates the event set; nil to poll only.
+	Lib     nvml.Interface
 	Devices []Device
-	// Interval between checks.
+	Ignored XIDSet
+	// Interval between polls: for a GPU that fell off the bus (which sends
+	// no event on drivers without GPU-unavailable events) and for the
+	// recovery action that tells a fault is over.
 	Interval time.Duration
-	// Resend re-sends an unchanged report before the kubelet's 30 s timeout
-	// turns the health to Unknown.
+	// Resend re-sends an unchanged report to the kubelet before its 30 s
+	// timeout turns the health to Unknown.
 	Resend time.Duration
-	now    func() time.Time
+	// InstanceOf names the MIG instance (GI, CI) a device is now, for
+	// devices whose instance is created at prepare (dynamic MIG).
+	InstanceOf func(device string) (gi, ci uint32, ok bool)
+	// OnXID is called for every XID event (ignored ones too).
+	OnXID func(uuid string, xid uint64, ignored bool)
+
+	now   func() time.Time
+	state *faults
+	once  sync.Once
+	// unsupported logs once per GPU that NVML cannot report a recovery action.
+	unsupported map[string]bool
+	// pendingSeen marks GPUs without faults whose recovery action was
+	// pending at the last poll.
+	pendingSeen map[string]bool
 }
 
 // New returns a monitor with production intervals.
-func New(devices []Device) *Monitor {
-	return &Monitor{Devices: devices, Interval: 5 * time.Second, Resend: 10 * time.Second, now: time.Now}
-}
-
-// Check returns the health of one device and why.
-func Check(dev nvml.Device) (kubeletplugin.HealthStatus, string) {
-	_, ret := dev.GetMemoryInfo()
-	switch ret {
-	case nvml.SUCCESS:
-		return kubeletplugin.HealthStatusHealthy, ""
-	case nvml.ERROR_GPU_IS_LOST:
-		return kubeletplugin.HealthStatusUnhealthy, "GPU is lost: it no longer answers on the PCIe bus; drain the node and reset or replace the GPU"
-	default:
-		return kubeletplugin.HealthStatusUnhealthy, fmt.Sprintf("NVML query failed: %s", nvml.ErrorString(ret))
+func New(lib nvml.Interface, devices []Device, ignored XIDSet) *Monitor {
+	if ignored == nil {
+		ignored = IgnoredXIDs(nil)
 	}
+	return &Monitor{Lib: lib, Devices: devices, Ignored: ignored, Interval: 5 * time.Second, Resend: 10 * time.Second, now: time.Now}
 }
 
-// Snapshot checks every device once.
-func (m *Monitor) Snapshot() kubeletplugin.DeviceHealthReport {
-	now := m.now()
-	report := kubeletplugin.DeviceHealthReport{Devices: make([]kubeletplugin.DeviceHealth, 0, len(m.Devices))}
+func (m *Monitor) init() {
+	m.once.Do(func() {
+		if m.now == nil {
+			m.now = time.Now
+		}
+		m.state = newFaults()
+		m.unsupported = map[string]bool{}
+		m.pendingSeen = map[string]bool{}
+		m.recompute()
+	})
+}
+
+// Status is the health of a published device; false when unknown.
+func (m *Monitor) Status(device string) (Status, bool) {
+	m.init()
+	return m.state.status(device)
+}
+
+// Faults lists what is wrong with a GPU.
+func (m *Monitor) Faults(uuid string) []Fault {
+	m.init()
+	return m.state.of(uuid)
+}
+
+// Subscribe returns a channel woken after device statuses changed, and a
+// function that ends the subscription.
+func (m *Monitor) Subscribe() (<-chan struct{}, func()) {
+	m.init()
+	return m.state.subscribe()
+}
+
+func (m *Monitor) recompute() {
+	m.state.recompute(m.Devices, m.instanceOf, m.now())
+}
+
+func (m *Monitor) instanceOf(d Device) (uint32, uint32, bool) {
+	if d.Instance != nil {
+		return d.Instance[0], d.Instance[1], true
+	}
+	if d.MIG && m.InstanceOf != nil {
+		return m.InstanceOf(d.DeviceName)
+	}
+	return 0, 0, false
+}
+
+type gpu struct {
+	uuid string
+	dev  nvml.Device
+}
+
+func (m *Monitor) gpus() []gpu {
+	seen := map[string]bool{}
+	var out []gpu
 	for _, d := range m.Devices {
-		status, msg := Check(d.NVML)
-		report.Devices = append(report.Devices, kubeletplugin.DeviceHealth{
-			PoolName:    d.PoolName,
-			DeviceName:  d.DeviceName,
-			Health:      status,
-			LastUpdated: now,
-			Message:     msg,
-		})
+		if !seen[d.UUID] {
+			seen[d.UUID] = true
+			out = append(out, gpu{uuid: d.UUID, dev: d.NVML})
+		}
 	}
-	return report
+	return out
 }
 
-// Watch implements kubeletplugin.DRAPlugin.WatchHealthStatus: an initial
-// report, then one on every change and at least every Resend.
-func (m *Monitor) Watch(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
-	var last kubeletplugin.DeviceHealthReport
-	var lastSent time.Time
+// Run watches events and polls until ctx ends.
+func (m *Monitor) Run(ctx context.Context) {
+	m.init()
+	var wg sync.WaitGroup
+	wg.Go(func() { m.watchEvents(ctx) })
+	m.Poll(ctx)
 	ticker := time.NewTicker(m.Interval)
 	defer ticker.Stop()
-	for first := true; ; first = false {
-		if !first {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-ticker.C:
-			}
-		}
-		cur := m.Snapshot()
-		if first || changed(last, cur) || m.now().Sub(lastSent) >= m.Resend {
-			select {
-			case <-ctx.Done():
-				return nil
-			case reports <- cur:
-			}
-			last, lastSent = cur, m.now()
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-ticker.C:
+			m.Poll(ctx)
 		}
 	}
 }
 
-func changed(a, b kubeletplugin.DeviceHealthReport) bool {
-	if len(a.Devices) != len(b.Devices) {
-		return true
-	}
-	for i := range a.Devices {
-		if a.Devices[i].Health != b.Devices[i].Health || a.Devices[i].Message != b.Devices[i].Message {
-			return true
+// Poll checks every GPU once: is it lost, and are its event faults over?
+func (m *Monitor) Poll(ctx context.Context) {
+	m.init()
+	logger := klog.FromContext(ctx)
+	changed := false
+	for _, g := range m.gpus() {
+		_, ret := g.dev.GetMemoryInfo()
+		switch ret {
+		case nvml.ERROR_GPU_IS_LOST:
+			if m.state.add(g.uuid, Fault{Reason: ReasonGPULost, Message: "GPU is lost: it no longer answers on the PCIe bus; drain the node and reset or replace the GPU", Since: m.now(), GI: NoInstance, CI: NoInstance, lost: true}) {
+				logger.Info("GPU is lost", "gpu", g.uuid)
+				changed = true
+			}
+			continue
+		case nvml.SUCCESS:
+			if m.state.clear(g.uuid, func(f Fault) bool { return f.lost }) {
+				logger.Info("GPU answers again", "gpu", g.uuid)
+				changed = true
+			}
+		default:
+			// Not an answer about the GPU's health: keep what is known.
+			logger.V(2).Info("NVML query failed during the health poll", "gpu", g.uuid, "err", nvml.ErrorString(ret))
+		}
+		if m.checkRecovery(ctx, g) {
+			changed = true
 		}
 	}
+	if changed {
+		m.recompute()
+	}
+}
+
+// checkRecovery reads the GPU's pending recovery action: none ends the
+// GPU's event faults; one pending at two polls in a row on a GPU without
+// faults is a fault from before the plugin started (NVML does not repeat
+// its event), which makes the GPU unhealthy until it is reset.
+func (m *Monitor) checkRecovery(ctx context.Context, g gpu) bool {
+	logger := klog.FromContext(ctx)
+	faulty := len(m.state.of(g.uuid)) > 0
+	readAt := m.now()
+	action, ret := RecoveryAction(g.dev)
+	if ret != nvml.SUCCESS || action == nvml.GPU_RECOVERY_ACTION_NONE || faulty {
+		delete(m.pendingSeen, g.uuid)
+	}
+	switch {
+	case ret == nvml.SUCCESS && action == nvml.GPU_RECOVERY_ACTION_NONE:
+		// Faults recorded after the read may have their action still
+		// pending: they wait for the next poll.
+		if faulty && m.state.clear(g.uuid, func(f Fault) bool { return !f.lost && f.Since.Before(readAt) }) {
+			logger.Info("GPU recovered: NVML reports no pending recovery action", "gpu", g.uuid)
+			return true
+		}
+	case ret == nvml.SUCCESS && !faulty && !m.pendingSeen[g.uuid]:
+		// Seen once: an event on its way may still explain it.
+		m.pendingSeen[g.uuid] = true
+	case ret == nvml.SUCCESS && !faulty:
+		msg := fmt.Sprintf("NVML reports a pending recovery action (%s) from a fault before the plugin started", recoveryActionName(action))
+		if m.state.add(g.uuid, Fault{Reason: ReasonRecoveryPending, Message: msg, Since: readAt, GI: NoInstance, CI: NoInstance}) {
+			logger.Info("GPU waits for recovery", "gpu", g.uuid, "action", recoveryActionName(action))
+			return true
+		}
+	case ret == nvml.SUCCESS:
+		logger.V(3).Info("GPU recovery action pending", "gpu", g.uuid, "action", recoveryActionName(action))
+	case faulty && (ret == nvml.ERROR_NOT_SUPPORTED || ret == nvml.ERROR_INVALID_ARGUMENT) && !m.unsupported[g.uuid]:
+		// Drivers before the recovery-action field (r550) cannot tell
+		// when a fault is over: the device stays unhealthy until the
+		// plugin restarts, as with NVIDIA's device plugin.
+		m.unsupported[g.uuid] = true
+		logger.Info("NVML cannot report the GPU's recovery action; its faults clear when the plugin restarts", "gpu", g.uuid, "err", nvml.ErrorString(ret))
+	case ret != nvml.SUCCESS && ret != nvml.ERROR_NOT_SUPPORTED:
+		logger.V(2).Info("Reading the GPU's recovery action failed", "gpu", g.uuid, "err", nvml.ErrorString(ret))
+	}
 	return false
+}
+
+// RecoveryAction asks NVML what the GPU needs before it can be used again
+// (nvmlDeviceGetFieldValues with NVML_FI_DEV_GET_GPU_RECOVERY_ACTION,
+// driver r550 and later): NONE once the GPU is healthy.
+func RecoveryAction(dev nvml.Device) (nvml.DeviceGpuRecoveryAction, nvml.Return) {
+	values := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION, ScopeId: 0}}
+	if ret := dev.GetFieldValues(values); ret != nvml.SUCCESS {
+		return 0, ret
+	}
+	if ret := nvml.Return(values[0].NvmlReturn); ret != nvml.SUCCESS {
+		return 0, ret
+	}
+	// An unsigned int (NVML_VALUE_TYPE_UNSIGNED_INT) in host byte order.
+	return nvml.DeviceGpuRecoveryAction(binary.NativeEndian.Uint32(values[0].Value[:4])), nvml.SUCCESS
+}
+
+func recoveryActionName(a nvml.DeviceGpuRecoveryAction) string {
+	switch a {
+	case nvml.GPU_RECOVERY_ACTION_NONE:
+		return "none"
+	case nvml.GPU_RECOVERY_ACTION_GPU_RESET:
+		return "GPU reset"
+	case nvml.GPU_RECOVERY_ACTION_NODE_REBOOT:
+		return "node reboot"
+	case nvml.GPU_RECOVERY_ACTION_DRAIN_P2P:
+		return "drain peer-to-peer traffic"
+	case nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET:
+		return "drain and reset"
+	default:
+		return fmt.Sprintf("action %d", a)
+	}
 }

@@ -23,6 +23,11 @@ type Metrics struct {
 	PrepareDuration   prometheus.Histogram
 	UnprepareDuration prometheus.Histogram
 	Errors            *prometheus.CounterVec
+	// DeviceHealthy is 1 for a healthy published device, 0 for an
+	// unhealthy one (pkg/health); XIDEvents counts NVML XID events, the
+	// ignored application XIDs included.
+	DeviceHealthy *prometheus.GaugeVec
+	XIDEvents     *prometheus.CounterVec
 }
 
 // New registers the collectors.
@@ -39,13 +44,19 @@ func New() *Metrics {
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpu_dra_errors_total", Help: "Failed operations by operation (prepare, unprepare, background).",
 		}, []string{"operation"}),
+		DeviceHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpu_dra_device_healthy", Help: "1 if the published device is healthy, 0 if it is unhealthy (and tainted in its ResourceSlice).",
+		}, []string{"device", "uuid"}),
+		XIDEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpu_dra_xid_events_total", Help: "NVML XID critical-error events received, by XID (application XIDs that are ignored included).",
+		}, []string{"xid"}),
 	}
 	// GPUs that discovery left out because NVML could not describe them
 	// (the plugin keeps serving the others); counted by pkg/nvdev.
 	discoveryFailures := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "gpu_dra_discovery_failed_gpus_total", Help: "GPUs left out at discovery because NVML could not describe them.",
 	}, func() float64 { return float64(nvdev.FailedGPUsTotal()) })
-	m.Registry.MustRegister(m.PrepareDuration, m.UnprepareDuration, m.Errors, discoveryFailures,
+	m.Registry.MustRegister(m.PrepareDuration, m.UnprepareDuration, m.Errors, m.DeviceHealthy, m.XIDEvents, discoveryFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -46,8 +46,11 @@ type eventHub struct {
 
 func (s *Simulator) wireEvents() {
 	s.events = &eventHub{sets: map[*eventSet]bool{}}
+	s.wireXIDFaults()
 	s.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
-		return s.events.newSet(), nvml.SUCCESS
+		set := s.events.newSet()
+		s.watchXIDFiles() // <uuid>.xid fault files (xid_faults.go)
+		return set, nvml.SUCCESS
 	}
 	s.EventSetWaitFunc = func(set nvml.EventSet, timeoutms uint32) (nvml.EventData, nvml.Return) {
 		return set.Wait(timeoutms)
@@ -152,6 +155,7 @@ func (s *Simulator) InjectEvent(uuid string, eventType, data uint64, giID, ciID 
 	if dev == nil {
 		return 0
 	}
+	s.notePending(uuid, eventType, data)
 	s.events.mu.Lock()
 	defer s.events.mu.Unlock()
 	n := 0

@@ -62,6 +62,7 @@ func (s *Simulator) ResetGPU(uuid string) error {
 		}
 	}
 	dev.Unlock()
+	s.clearRecovery(uuid) // a reset is the recovery action of an XID (xid_faults.go)
 	if ret := m.save(); ret != nvml.SUCCESS {
 		return fmt.Errorf("save simulated MIG state: %s", nvml.ErrorString(ret))
 	}

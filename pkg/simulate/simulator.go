@@ -27,6 +27,7 @@ type Simulator struct {
 
 	mig    *migSim
 	events *eventHub
+	xids   *xidFaults
 	// noFaultsAt is when the faults directory was last found missing.
 	noFaultsAt atomic.Int64
 }

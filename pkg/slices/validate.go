@@ -112,6 +112,9 @@ func validateDevice(d resourceapi.Device) error {
 	if errs := validation.IsDNS1123Label(d.Name); len(errs) > 0 {
 		return fmt.Errorf("name: %s", strings.Join(errs, "; "))
 	}
+	if err := validateTaints(d.Taints); err != nil {
+		return err
+	}
 	if n := len(d.Attributes) + len(d.Capacity); n > MaxAttributesAndCapacities {
 		return fmt.Errorf("%d attributes and capacities, limit %d", n, MaxAttributesAndCapacities)
 	}
