@@ -3,7 +3,8 @@
 #   pause   registry.k8s.io/pause:3.10.2 (containerd's sandbox image), a static Go binary
 #   busybox localhost/busybox:latest, Debian's busybox-static with a shell
 #   driver  localhost/gpu-dra-driver:<tag>, the plugin (with the glibc it links), the nvidia-smi stand-in
-#           and nvidia-cdi-hook built from the nvidia-container-toolkit version go.mod pins
+#           and nvidia-cdi-hook built from the nvidia-container-toolkit version go.mod pins,
+#           and the admission webhook gpu-dra-webhook (static)
 # Usage: images.sh base | driver REPO_ROOT TAG
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -74,6 +75,7 @@ driver_image() {
   rm -rf "$r"; mkdir -p "$r/usr/bin" "$r/tmp"
   (cd "$repo" && CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o "$r/usr/bin/gpu-kubelet-plugin" ./cmd/gpu-kubelet-plugin)
   (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$r/usr/bin/nvidia-smi-sim" ./cmd/nvidia-smi-sim)
+  (cd "$repo" && CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o "$r/usr/bin/gpu-dra-webhook" ./cmd/gpu-dra-webhook)
   # The plugin installs the hook on the host and names it in CDI specs.
   local ctk
   ctk=$(cd "$repo" && go list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)
