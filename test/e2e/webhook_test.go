@@ -19,7 +19,7 @@ import (
 
 // The chart's names for release gpu-dra-driver (hack/cluster/deploy.sh).
 const (
-	webhookName     = "gpu-dra-driver-webhook"     // Deployment, Service and ValidatingWebhookConfiguration
+	webhookName     = "gpu-dra-driver-webhook" // Deployment, Service and ValidatingWebhookConfiguration
 	webhookPods     = "app.kubernetes.io/name=gpu-dra-driver-webhook"
 	webhookDeniedBy = `admission webhook "claims.gpu.nvidia.com" denied the request: `
 )
