@@ -10,7 +10,7 @@ export CGO_ENABLED ?= 1
 # keep every exported method of every type: +22 MB binary, +11 MiB idle RSS.
 GO_TAGS ?= grpcnotrace
 
-.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-startup bench-api demo demo-offline print-slices e2e chaos cluster-up cluster-down image chart-lint clean
+.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-webhook bench-startup bench-api demo demo-offline print-slices e2e chaos cluster-up cluster-down image chart-lint clean
 
 help: ## Show targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -65,6 +65,9 @@ lint: ## gofmt, go vet and staticcheck (e2e code included)
 
 bench: ## Prepare/unprepare benchmarks over the kubelet socket
 	$(GO) test -run '^$$' -bench PrepareUnprepare -benchtime 2s -count 5 ./pkg/driver/
+
+bench-webhook: ## Admission webhook handler: one review of a template with four configs (ns/op)
+	$(GO) test -run '^$$' -bench HandlerFourConfigs -benchtime 2s -count 5 ./pkg/webhook/
 
 bench-startup: ## Time to published slices and idle RSS against the local cluster (make cluster-up first)
 	hack/bench-startup.sh h100x8

@@ -21,7 +21,6 @@ import (
 const (
 	webhookName     = "gpu-dra-driver-webhook" // Deployment, Service and ValidatingWebhookConfiguration
 	webhookPods     = "app.kubernetes.io/name=gpu-dra-driver-webhook"
-	webhookDeniedBy = `admission webhook "claims.gpu.nvidia.com" denied the request: `
 )
 
 // TestWebhook checks admission of claims and templates against the
@@ -99,14 +98,16 @@ func testWebhookDenies(t *testing.T) {
 			`for request "gpu" (deviceClassName mig.nvidia.com): kind GpuConfig cannot configure a mig device: use kind MigDeviceConfig for MIG devices`},
 	} {
 		for _, template := range []bool{false, true} {
-			path := "spec.devices.config[0].opaque.parameters: "
-			if template {
-				path = "spec.spec.devices.config[0].opaque.parameters: "
-			}
 			name := "webhook-" + tc.name
+			// The webhook answers 422 Invalid with the field as the cause,
+			// so kubectl shows it as it shows the apiserver's own checks.
+			want := fmt.Sprintf(`The ResourceClaim %q is invalid: spec.devices.config[0].opaque.parameters: %s`, name, tc.want)
+			if template {
+				want = fmt.Sprintf(`The ResourceClaimTemplate %q is invalid: spec.spec.devices.config[0].opaque.parameters: %s`, name, tc.want)
+			}
 			out, err := kubectlApply(claimYAML(name, template, tc.class, driverName, tc.params))
-			if err == nil || !strings.Contains(out, webhookDeniedBy+path+tc.want) {
-				t.Errorf("kubectl apply of %s (template %v): err %v, output:\n%s\nwant it to contain %q", name, template, err, out, webhookDeniedBy+path+tc.want)
+			if err == nil || !strings.Contains(out, want) {
+				t.Errorf("kubectl apply of %s (template %v): err %v, output:\n%s\nwant it to contain %q", name, template, err, out, want)
 			}
 			if exists(t, template, name) {
 				t.Errorf("%s (template %v) was created although denied", name, template)
