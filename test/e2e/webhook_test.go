@@ -19,8 +19,8 @@ import (
 
 // The chart's names for release gpu-dra-driver (hack/cluster/deploy.sh).
 const (
-	webhookName     = "gpu-dra-driver-webhook" // Deployment, Service and ValidatingWebhookConfiguration
-	webhookPods     = "app.kubernetes.io/name=gpu-dra-driver-webhook"
+	webhookName = "gpu-dra-driver-webhook" // Deployment, Service and ValidatingWebhookConfiguration
+	webhookPods = "app.kubernetes.io/name=gpu-dra-driver-webhook"
 )
 
 // TestWebhook checks admission of claims and templates against the
