@@ -3,9 +3,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -55,6 +58,33 @@ func TestWebhookLatency(t *testing.T) {
 	}
 	report("apiserver create round trip", api)
 	report("kubectl create", cli)
+	t.Logf("webhook process RSS after the run: %s", webhookRSS())
+}
+
+// webhookRSS reads the resident memory of the webhook processes on this
+// host (the local cluster's node) from /proc.
+func webhookRSS() string {
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		cmd, err := os.ReadFile(p)
+		if err != nil || !bytes.HasPrefix(cmd, []byte("/usr/bin/gpu-dra-webhook\x00")) {
+			continue
+		}
+		status, err := os.ReadFile(filepath.Join(filepath.Dir(p), "status"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(line, "VmRSS:") {
+				out = append(out, strings.Join(strings.Fields(strings.TrimPrefix(line, "VmRSS:")), " "))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return "no webhook process found"
+	}
+	return strings.Join(out, ", ")
 }
 
 const latencyParams = `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"MPS","mpsConfig":{"defaultActiveThreadPercentage":50}}}`
