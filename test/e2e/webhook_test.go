@@ -146,7 +146,7 @@ func testWebhookDown(t *testing.T) {
 			err := dryRunClaim(driverName, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig"}`)
 			return err != nil && strings.Contains(err.Error(), "failed calling webhook"), fmt.Sprint(err)
 		})
-		out, err := kubectlApply(claimYAML("webhook-other-driver", false, "gpu.nvidia.com", "example.com/other-driver", `anything: [goes, here]`))
+		out, err := kubectlApply(claimYAML("webhook-other-driver", false, "gpu.nvidia.com", "other.example.com", `anything: [goes, here]`))
 		if err != nil || !exists(t, false, "webhook-other-driver") {
 			t.Errorf("claim for another driver refused while the webhook is down: %v\n%s", err, out)
 		}
