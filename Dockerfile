@@ -5,7 +5,8 @@
 # version go.mod pins; the plugin copies it to a host directory (chart value
 # cdiHook.installDir) and names it in CDI specs, so every hook subcommand the
 # specs use is one the hook knows. It runs on the host and needs glibc 2.34+
-# there (this stage is Debian 12).
+# there (this stage is Debian 12). The admission webhook (gpu-dra-webhook)
+# ships in the same image; the chart runs it with its own command.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -14,6 +15,7 @@ COPY . .
 ENV CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations"
 RUN CGO_ENABLED=1 go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o /out/gpu-kubelet-plugin ./cmd/gpu-kubelet-plugin && \
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/nvidia-smi-sim ./cmd/nvidia-smi-sim && \
+    CGO_ENABLED=1 go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o /out/gpu-dra-webhook ./cmd/gpu-dra-webhook && \
     CGO_ENABLED=1 go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o /out/gpudra ./cmd/gpudra && \
     CGO_ENABLED=1 GOBIN=/out go install -trimpath -ldflags "-s -w" \
       "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook@$(go list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)"

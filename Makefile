@@ -10,7 +10,7 @@ export CGO_ENABLED ?= 1
 # keep every exported method of every type: +22 MB binary, +11 MiB idle RSS.
 GO_TAGS ?= grpcnotrace
 
-.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-packing bench-startup bench-api demo demo-offline print-slices e2e chaos cluster-up cluster-down image chart-lint clean
+.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-packing bench-webhook bench-startup bench-api demo demo-offline print-slices e2e chaos cluster-up cluster-down image chart-lint clean
 
 help: ## Show targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -19,9 +19,10 @@ help: ## Show targets
 # plugin installs it on the host and names it in CDI specs.
 NVIDIA_CDI_HOOK := github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook
 
-build: ## Build the plugin, the gpudra CLI, the static nvidia-smi stand-in and nvidia-cdi-hook into bin/
+build: ## Build the plugin, the admission webhook, the gpudra CLI, the static nvidia-smi stand-in and nvidia-cdi-hook into bin/
 	$(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/gpu-kubelet-plugin ./cmd/gpu-kubelet-plugin
 	$(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/gpudra ./cmd/gpudra
+	$(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/gpu-dra-webhook ./cmd/gpu-dra-webhook
 	CGO_ENABLED=0 $(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/nvidia-smi-sim ./cmd/nvidia-smi-sim
 	GOBIN=$(abspath $(BIN_DIR)) $(GO) install -trimpath -ldflags "-s -w" $(NVIDIA_CDI_HOOK)@$$($(GO) list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)
 
@@ -70,6 +71,9 @@ bench: ## Prepare/unprepare benchmarks over the kubelet socket, then the MIG pac
 # make test runs a reduced set (internal/migpacking's tests); this runs every layout of every model.
 bench-packing: ## MIG packing: arrival orders of every MIG layout allocated pod by pod through the scheduler's allocator, NVML's ascending order vs the published one
 	$(GO) run -tags $(GO_TAGS) ./cmd/gpudra mig-packing --order both
+
+bench-webhook: ## Admission webhook handler: one review of a template with four configs (ns/op)
+	$(GO) test -run '^$$' -bench HandlerFourConfigs -benchtime 2s -count 5 ./pkg/webhook/
 
 bench-startup: ## Time to published slices and idle RSS against the local cluster (make cluster-up first)
 	hack/bench-startup.sh h100x8

@@ -7,7 +7,8 @@
 #   cluster.sh status  say what runs
 # The kubeconfig is $CLUSTER/kubeconfig. Host quirks handled (see
 # ../shared/reference/LOCAL-CLUSTER.md): cgroup v1, no CAP_SYS_RESOURCE,
-# loopback-only apiserver, kubelet reached by its hostname.
+# loopback-only apiserver, kubelet reached by its hostname, no kube-proxy
+# (webhooks are called at their Service's endpoints).
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 # The daemons started here outlive this script: they must not inherit the
@@ -152,7 +153,11 @@ up() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local --service-cluster-ip-range=10.0.0.0/24 \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction --allow-privileged=true \
     --runtime-config=scheduling.k8s.io/v1beta1=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true \
-    --feature-gates="$DRA_GATES"
+    --feature-gates="$DRA_GATES" \
+    --enable-aggregator-routing=true
+  # No kube-proxy here, so no Service's ClusterIP answers. With aggregator
+  # routing the apiserver calls admission webhooks (and aggregated APIs) at
+  # a ready endpoint of their Service instead, with the same TLS name.
   wait_for kube-apiserver 90 kubectl get --raw /readyz || fail kube-apiserver
   running kube-scheduler || start_bg kube-scheduler kube-scheduler --kubeconfig="$PKI/scheduler.kubeconfig" \
     --authentication-kubeconfig="$PKI/scheduler.kubeconfig" --authorization-kubeconfig="$PKI/scheduler.kubeconfig" \
@@ -190,7 +195,7 @@ down() {
   local t0; t0=$(now)
   if running kubelet; then # let the kubelet unprepare claims and stop pods
     kubectl delete pods --all -A --wait=false >/dev/null 2>&1
-    kubectl delete ds --all -A --wait=false >/dev/null 2>&1
+    kubectl delete ds,deploy --all -A --wait=false >/dev/null 2>&1
     for _ in $(seq 1 20); do [ -z "$(kubectl get pods -A -o name 2>/dev/null)" ] && break; sleep 0.5; done
   fi
   stop kubelet

@@ -2,7 +2,9 @@
 # Builds the driver image from this checkout, imports it into the local
 # cluster's containerd and installs (or upgrades) the Helm chart with
 # simulated GPUs; GPU 7 (FRACTIONAL_GPUS) is offered for memory-fraction
-# sharing. Usage: deploy.sh [PROFILE]   (default h100x8)
+# sharing. The admission webhook runs on the host network (one replica):
+# pods here cannot reach the loopback-only apiserver otherwise.
+# Usage: deploy.sh [PROFILE]   (default h100x8)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK
@@ -26,7 +28,9 @@ helm upgrade --install "$RELEASE" "$REPO/deployments/helm/gpu-dra-driver" \
   --set sharing.fractionalMemory=true --set "sharing.fractionalMemoryGPUs={${FRACTIONAL_GPUS:-7}}" \
   --set kubeletDir="$KUBELET_DIR" \
   --set kubeletPlugin.hostNetwork=true \
-  --set kubeletPlugin.apiServer.host=127.0.0.1 --set-string kubeletPlugin.apiServer.port=6443 >/dev/null
+  --set kubeletPlugin.apiServer.host=127.0.0.1 --set-string kubeletPlugin.apiServer.port=6443 \
+  --set webhook.hostNetwork=true --set webhook.replicas=1 \
+  --set webhook.apiServer.host=127.0.0.1 --set-string webhook.apiServer.port=6443 >/dev/null
 say "chart installed in $(since "$s")s (release $RELEASE, namespace $NAMESPACE, profile $PROFILE)"
 for _ in $(seq 1 100); do
   n=$(kubectl get resourceslices --field-selector "spec.nodeName=$NODE,spec.driver=gpu.nvidia.com" -o name 2>/dev/null | wc -l)

@@ -3,7 +3,8 @@
 #   pause   registry.k8s.io/pause:3.10.2 (containerd's sandbox image), a static Go binary
 #   busybox localhost/busybox:latest, Debian's busybox-static with a shell
 #   driver  localhost/gpu-dra-driver:<tag>, the plugin (with the glibc it links), the nvidia-smi stand-in
-#           and nvidia-cdi-hook built from the nvidia-container-toolkit version go.mod pins
+#           and nvidia-cdi-hook built from the nvidia-container-toolkit version go.mod pins,
+#           and the admission webhook gpu-dra-webhook (built like the plugin, so they share the build cache)
 # Usage: images.sh base | driver REPO_ROOT TAG
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -68,19 +69,23 @@ GO
 }
 
 # driver_image REPO TAG: the plugin links glibc (go-nvml uses cgo to dlopen
-# libnvidia-ml), so the libraries ldd names go into the image with it.
+# libnvidia-ml), and the webhook is built the same way; the libraries ldd
+# names go into the image with them.
 driver_image() {
   local repo=$1 tag=$2 r=$CACHE/build/driver-rootfs
   rm -rf "$r"; mkdir -p "$r/usr/bin" "$r/tmp"
   (cd "$repo" && CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o "$r/usr/bin/gpu-kubelet-plugin" ./cmd/gpu-kubelet-plugin)
   (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$r/usr/bin/nvidia-smi-sim" ./cmd/nvidia-smi-sim)
+  (cd "$repo" && CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o "$r/usr/bin/gpu-dra-webhook" ./cmd/gpu-dra-webhook)
   # The plugin installs the hook on the host and names it in CDI specs.
   local ctk
   ctk=$(cd "$repo" && go list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)
   (cd "$repo" && CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" GOBIN="$r/usr/bin" go install -trimpath -ldflags "-s -w" "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook@$ctk")
-  local lib
-  for lib in $(ldd "$r/usr/bin/gpu-kubelet-plugin" | grep -oE '/[^ ]+'); do
-    mkdir -p "$r$(dirname "$lib")"; cp -L "$lib" "$r$lib"
+  local lib bin
+  for bin in gpu-kubelet-plugin gpu-dra-webhook; do
+    for lib in $(ldd "$r/usr/bin/$bin" | grep -oE '/[^ ]+'); do
+      mkdir -p "$r$(dirname "$lib")"; cp -L "$lib" "$r$lib"
+    done
   done
   mkimage "localhost/gpu-dra-driver:$tag" "$r" "$IMAGES/driver.oci.tar" '["/usr/bin/gpu-kubelet-plugin"]'
   echo "$IMAGES/driver.oci.tar"

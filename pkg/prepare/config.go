@@ -77,16 +77,7 @@ func configFor(configs []opaqueConfig, request string, t configapi.DeviceType) (
 // matchesRequest reports whether a config's request list selects the
 // allocated request, which may be "request/subrequest".
 func matchesRequest(requests []string, request string) bool {
-	if len(requests) == 0 {
-		return true
-	}
-	parent, _, _ := strings.Cut(request, "/")
-	for _, r := range requests {
-		if r == request || r == parent {
-			return true
-		}
-	}
-	return false
+	return configapi.SelectsRequest(requests, request)
 }
 
 // checkConfigs checks what configs say about the claim as a whole, once

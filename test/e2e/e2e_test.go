@@ -202,6 +202,10 @@ func testExtendedResource(t *testing.T) {
 }
 
 func testInvalidConfig(t *testing.T) {
+	// The admission webhook would refuse this template at once (see
+	// TestWebhook); this test is about the plugin's own check at prepare.
+	restoreWebhook := stopWebhook(t)
+	defer restoreWebhook()
 	applyYAML(t, `
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate

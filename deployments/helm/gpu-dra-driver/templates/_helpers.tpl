@@ -18,3 +18,15 @@ app.kubernetes.io/name: gpu-dra-driver
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: kubelet-plugin
 {{- end -}}
+
+{{- define "gpu-dra-driver.webhookName" -}}
+{{- printf "%s-webhook" (include "gpu-dra-driver.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The webhook's pods have a name of their own: tools and tests select the
+kubelet plugin's pods by app.kubernetes.io/name=gpu-dra-driver. */}}
+{{- define "gpu-dra-driver.webhookSelectorLabels" -}}
+app.kubernetes.io/name: gpu-dra-driver-webhook
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: webhook
+{{- end -}}

@@ -1,0 +1,21 @@
+package v1beta1
+
+import "strings"
+
+// SelectsRequest reports whether a config entry whose `requests` list is
+// requests applies to the claim request named request, which may be
+// "request/subrequest" for a request with firstAvailable. An empty list
+// selects every request. The kubelet plugin (at prepare) and the admission
+// webhook both decide with this function, so they pick the same config.
+func SelectsRequest(requests []string, request string) bool {
+	if len(requests) == 0 {
+		return true
+	}
+	parent, _, _ := strings.Cut(request, "/")
+	for _, r := range requests {
+		if r == request || r == parent {
+			return true
+		}
+	}
+	return false
+}
