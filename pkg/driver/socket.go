@@ -36,7 +36,7 @@ func listenUnix(ctx context.Context, path string) (net.Listener, error) {
 	}
 	// A *net.UnixListener from Listen removes its socket file on Close.
 	if err := os.Chmod(path, SocketMode); err != nil {
-		l.Close()
+		_ = l.Close() // the chmod error is the one to report
 		return nil, fmt.Errorf("restrict socket %s: %w", path, err)
 	}
 	return l, nil

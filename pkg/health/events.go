@@ -30,7 +30,7 @@ func (m *Monitor) watchEvents(ctx context.Context) {
 		logger.Info("NVML event sets are unavailable; GPU health is polled only (XIDs and ECC errors go unseen)", "err", nvml.ErrorString(ret))
 		return
 	}
-	defer set.Free()
+	defer func() { _ = set.Free() }() // nothing to do if NVML cannot free it at exit
 	registered := 0
 	for _, g := range m.gpus() {
 		supported, ret := g.dev.GetSupportedEventTypes()
