@@ -47,6 +47,7 @@ type options struct {
 	fractional   bool
 	fractionalOn []int
 	strategies   []string
+	mps          mpsOptions
 }
 
 func main() {
@@ -90,6 +91,8 @@ func newCommand() *cobra.Command {
 	f.BoolVar(&o.fractional, "fractional-memory", false, "Offer whole GPUs for memory-fraction sharing: many claims each take a share of memory (and compute), enforced with MPS. GPUs so offered are not partitioned into MIG devices.")
 	f.IntSliceVar(&o.fractionalOn, "fractional-memory-gpus", nil, "Limit --fractional-memory to these GPU minor numbers; all GPUs when empty.")
 	f.StringSliceVar(&o.strategies, "sharing-strategies", []string{"TimeSlicing", "MPS"}, "Sharing strategies claims may ask for (TimeSlicing, MPS).")
+	o.mps.addFlags(cmd)
+	cmd.AddCommand(mpsDaemonCommand(), mpsClientStandInCommand())
 	o.gates = newFeatureGates()
 	o.gates.AddFlag(f)
 	f.BoolVar(&o.printSlices, "print-slices", false, "Print the ResourceSlices this node would publish as YAML and exit; needs no cluster.")
@@ -198,6 +201,7 @@ func run(ctx context.Context, o *options) error {
 		DynamicMIG:       o.gates.Enabled(DynamicMIG),
 		FractionalMemory: o.fractional, FractionalGPUs: o.fractionalOn,
 		SharingStrategies: strategies,
+		MPSRunner:         o.mps.runner(client, o.nodeName, o.mpsHostDriverRoot()),
 	})
 	if err != nil {
 		return err
@@ -248,4 +252,16 @@ func newClients(o *options) (mainClient, statusClient kubernetes.Interface, err 
 		return nil, nil, err
 	}
 	return mainClient, statusClient, nil
+}
+
+// mpsHostDriverRoot is the driver root daemon pods mount: the host's path,
+// or "" when simulating (daemon pods then run the stand-in).
+func (o *options) mpsHostDriverRoot() string {
+	if o.backend.SimulateProfile != "" {
+		return ""
+	}
+	if o.backend.HostDriverRoot != "" {
+		return o.backend.HostDriverRoot
+	}
+	return o.backend.DriverRoot
 }

@@ -53,6 +53,9 @@ type Config struct {
 	FractionalGPUs   []int
 	// SharingStrategies are the strategies claims may ask for.
 	SharingStrategies []configapi.SharingStrategy
+	// MPSRunner runs MPS control daemons (pods of their own in a
+	// cluster); nil runs them as local processes of Backend.MPSLauncher.
+	MPSRunner sharing.Runner
 }
 
 // Driver is a running kubelet plugin.
@@ -173,7 +176,7 @@ func sharingConfig(cfg Config) *prepare.SharingConfig {
 	}
 	return &prepare.SharingConfig{
 		TimeSlicer: cfg.Backend.TimeSlicer,
-		MPS:        &sharing.MPS{Root: filepath.Join(cfg.StateDir, "mps"), Launcher: cfg.Backend.MPSLauncher},
+		MPS:        &sharing.MPS{Root: filepath.Join(cfg.StateDir, "mps"), Runner: mpsRunner(cfg)},
 		Allowed:    allowed,
 		NodeName:   cfg.NodeName,
 	}
@@ -236,4 +239,11 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 // WatchHealthStatus implements kubeletplugin.DRAPlugin.
 func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
 	return d.health.Watch(ctx, reports)
+}
+
+func mpsRunner(cfg Config) sharing.Runner {
+	if cfg.MPSRunner != nil {
+		return cfg.MPSRunner
+	}
+	return sharing.ProcessRunner{Launcher: cfg.Backend.MPSLauncher}
 }

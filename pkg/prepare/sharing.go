@@ -71,7 +71,19 @@ func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r r
 	}
 	switch sh.Strategy {
 	case configapi.TimeSlicingStrategy:
-		// The time slice is a property of the physical GPU.
+		// The time slice is a property of the physical GPU: on a MIG
+		// device it would change the scheduling of every other tenant of
+		// the parent GPU. NVIDIA's driver refuses it ("can only set the
+		// time-slice interval on full GPUs", k8s-dra-driver-gpu
+		// cmd/gpu-kubelet-plugin/sharing.go). Processes on one MIG device
+		// take turns at the default interval anyway, so TimeSlicing with
+		// the Default interval is accepted there and changes nothing.
+		if dev.Kind != WholeGPU {
+			if iv := sh.TimeSlicingConfig.Interval; iv != configapi.DefaultTimeSlice {
+				return nil, fmt.Errorf("sharing.timeSlicingConfig.interval: %s cannot be set on MIG device %s: the time slice belongs to the whole GPU %s and would change it for every other MIG device on it; leave the interval out (Default) or use a whole GPU", iv, dev.Name, dev.GPU.UUID)
+			}
+			return nil, nil
+		}
 		return &checkpoint.SharingRecord{Strategy: string(sh.Strategy), Target: dev.GPU.UUID, Interval: string(sh.TimeSlicingConfig.Interval)}, nil
 	case configapi.MpsStrategy:
 		rec := &checkpoint.SharingRecord{Strategy: string(sh.Strategy), Target: target}
@@ -176,11 +188,10 @@ func (s *State) applySharing(rec *checkpoint.SharingRecord) (extraEdits, error) 
 		return extraEdits{}, s.Sharing.TimeSlicer.SetTimeSlice(rec.Target, configapi.TimeSliceInterval(rec.Interval))
 	case configapi.MpsStrategy:
 		d := s.Sharing.MPS.Daemon(rec.Target)
-		st := settingsOf(rec)
-		if err := s.Sharing.MPS.Ensure(d, st); err != nil {
+		if err := s.Sharing.MPS.Ensure(d); err != nil {
 			return extraEdits{}, err
 		}
-		return extraEdits(sharing.ClientEdits(d, st)), nil
+		return extraEdits(sharing.ClientEdits(d, settingsOf(rec))), nil
 	}
 	return extraEdits{}, nil
 }
