@@ -49,6 +49,8 @@ func mpsDaemonCommand() *cobra.Command {
 	cmd.Flags().StringVar(&p.DeviceUUID, "device", "", "UUID of the GPU or MIG device.")
 	cmd.Flags().StringVar(&p.Dir, "dir", "/mps", "The daemon's directory, for its pid file.")
 	cmd.Flags().StringVar(&p.DriverRoot, "driver-root", "", "Driver root to chroot into; empty runs the simulated stand-in.")
+	cmd.Flags().StringVar(&p.Dirs.Pipe, "pipe-dir", sharing.ContainerPipeDir, "The daemon's pipe directory inside the driver root.")
+	cmd.Flags().StringVar(&p.Dirs.Log, "log-dir", sharing.ContainerLogDir, "The daemon's log directory inside the driver root.")
 	return cmd
 }
 

@@ -15,6 +15,16 @@ import (
 // mps-control-daemon`): one device's MPS control daemon, kept in the
 // foreground so that the pod lives exactly as long as the daemon, and
 // stopped with `quit` when the pod is deleted.
+//
+// It does not set the GPU's compute mode. NVIDIA's MPS documentation
+// recommends EXCLUSIVE_PROCESS so that only the MPS server can open a
+// context on the GPU, and NVIDIA's DRA driver sets it before starting a
+// daemon. Here the allocation already makes the claim's pods the GPU's only
+// users, the mode is GPU-wide (it cannot be set for one MIG device, and
+// would be left behind by a crash), and a GPU setting changed on the host
+// is a setting some other tool may rely on. A process that bypasses MPS
+// inside the claim's own pods (by unsetting CUDA_MPS_PIPE_DIRECTORY) is the
+// one thing EXCLUSIVE_PROCESS would stop; the README lists it.
 type DaemonProgram struct {
 	DeviceUUID string
 	// Dir is the daemon's directory (Daemon.Dir) as mounted in the pod;
@@ -25,6 +35,9 @@ type DaemonProgram struct {
 	// ContainerLogDir and ContainerShmDir inside it. Empty runs the
 	// simulated stand-in instead.
 	DriverRoot string
+	// Dirs are the pipe and log directories inside the driver root;
+	// DefaultMPSDirs when empty.
+	Dirs MPSDirs
 	// QuitTimeout bounds the orderly stop; 20s when zero.
 	QuitTimeout time.Duration
 	Log         io.Writer
@@ -42,9 +55,12 @@ func (p DaemonProgram) Run(ctx context.Context) error {
 	if p.DriverRoot == "" {
 		return RunStandIn(ctx, p.Dir)
 	}
+	if p.Dirs == (MPSDirs{}) {
+		p.Dirs = DefaultMPSDirs
+	}
 	drv := Driver{Root: p.DriverRoot}
 	// The daemon is not bound to ctx: it must get `quit` first.
-	cmd, err := drv.DaemonCommand(context.Background(), p.DeviceUUID)
+	cmd, err := drv.DaemonCommand(context.Background(), p.DeviceUUID, p.Dirs)
 	if err != nil {
 		return err
 	}
@@ -72,7 +88,7 @@ func (p DaemonProgram) Run(ctx context.Context) error {
 	}
 	qctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := drv.Quit(qctx); err != nil {
+	if err := drv.Quit(qctx, p.Dirs); err != nil {
 		fmt.Fprintln(p.Log, err)
 	}
 	select {

@@ -85,10 +85,18 @@ func (d Driver) SetTimeSlice(uuid string, interval configapi.TimeSliceInterval) 
 	return nil
 }
 
+// MPSDirs are where, inside the driver root, a control daemon keeps its
+// pipes and logs: ContainerPipeDir and ContainerLogDir in a daemon pod,
+// which mounts the daemon's own directories there.
+type MPSDirs struct{ Pipe, Log string }
+
+// DefaultMPSDirs are a daemon pod's.
+var DefaultMPSDirs = MPSDirs{Pipe: ContainerPipeDir, Log: ContainerLogDir}
+
 // mpsEnv is the environment of the control daemon and of its control
-// commands: its device and where, inside the root, its pipes and logs are.
-func mpsEnv(uuid string) []string {
-	env := []string{"CUDA_MPS_PIPE_DIRECTORY=" + ContainerPipeDir, "CUDA_MPS_LOG_DIRECTORY=" + ContainerLogDir}
+// commands: its device and its pipe and log directories.
+func mpsEnv(uuid string, dirs MPSDirs) []string {
+	env := []string{"CUDA_MPS_PIPE_DIRECTORY=" + dirs.Pipe, "CUDA_MPS_LOG_DIRECTORY=" + dirs.Log}
 	if uuid != "" {
 		env = append(env, "CUDA_VISIBLE_DEVICES="+uuid)
 	}
@@ -96,17 +104,16 @@ func mpsEnv(uuid string) []string {
 }
 
 // DaemonCommand is nvidia-cuda-mps-control in the foreground (-f) for one
-// device, its pipe and log directories at ContainerPipeDir and
-// ContainerLogDir inside the root (where a daemon pod mounts them).
-func (d Driver) DaemonCommand(ctx context.Context, uuid string) (*exec.Cmd, error) {
-	return d.Tool(ctx, "nvidia-cuda-mps-control", mpsEnv(uuid), "-f")
+// device. The compute mode is left alone: see DaemonProgram.
+func (d Driver) DaemonCommand(ctx context.Context, uuid string, dirs MPSDirs) (*exec.Cmd, error) {
+	return d.Tool(ctx, "nvidia-cuda-mps-control", mpsEnv(uuid, dirs), "-f")
 }
 
 // Quit asks the control daemon to shut down its servers and exit: NVIDIA's
 // documented way to stop MPS (`echo quit | nvidia-cuda-mps-control`, MPS
 // documentation, "Starting and Stopping MPS on Linux").
-func (d Driver) Quit(ctx context.Context) error {
-	cmd, err := d.Tool(ctx, "nvidia-cuda-mps-control", mpsEnv(""))
+func (d Driver) Quit(ctx context.Context, dirs MPSDirs) error {
+	cmd, err := d.Tool(ctx, "nvidia-cuda-mps-control", mpsEnv("", dirs))
 	if err != nil {
 		return err
 	}
