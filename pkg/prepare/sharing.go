@@ -271,14 +271,17 @@ func (s *State) SuperviseSharingOnce(ctx context.Context) error {
 	return nil
 }
 
-// superviseOnce restarts the dead MPS daemons of prepared claims.
+// superviseOnce restarts the dead MPS daemons of prepared claims. Each
+// daemon is looked at once per pass, however many claims share it (a look
+// at a daemon pod is an API request).
 func (s *State) superviseOnce(ctx context.Context) {
+	seen := map[string]bool{}
 	for _, rec := range s.Store.List() {
 		if rec.State != checkpoint.PrepareCompleted {
 			continue
 		}
 		for _, d := range rec.Devices {
-			if d.Sharing == nil || configapi.SharingStrategy(d.Sharing.Strategy) != configapi.MpsStrategy {
+			if d.Sharing == nil || configapi.SharingStrategy(d.Sharing.Strategy) != configapi.MpsStrategy || seen[d.Sharing.Target] {
 				continue
 			}
 			dev, ok := s.Devices[d.Device]
@@ -289,6 +292,7 @@ func (s *State) superviseOnce(ctx context.Context) {
 			// been unprepared since the list was taken.
 			unlock := s.deviceLocks.Lock(dev.lockKey())
 			if _, still := s.Store.Get(rec.UID); still {
+				seen[d.Sharing.Target] = true
 				if _, err := s.applySharing(d.Sharing); err != nil {
 					klog.FromContext(ctx).Error(err, "Restarting MPS daemon", "device", d.Device)
 				}
