@@ -17,9 +17,10 @@ import (
 // stopped with `quit` when the pod is deleted.
 //
 // It does not set the GPU's compute mode. NVIDIA's MPS documentation
-// recommends EXCLUSIVE_PROCESS so that only the MPS server can open a
-// context on the GPU, and NVIDIA's DRA driver sets it before starting a
-// daemon. Here the allocation already makes the claim's pods the GPU's only
+// starts the daemon after `nvidia-smi -i 0 -c EXCLUSIVE_PROCESS` ("Starting
+// MPS control daemon"; exclusive mode then applies to the MPS server, not
+// its clients, so only the server holds a context on the GPU), and NVIDIA's
+// DRA driver sets it before starting a daemon. Here the allocation already makes the claim's pods the GPU's only
 // users, the mode is GPU-wide (it cannot be set for one MIG device, and
 // would be left behind by a crash), and a GPU setting changed on the host
 // is a setting some other tool may rely on. A process that bypasses MPS
