@@ -9,7 +9,14 @@
 #      kubelet gRPC API, an in-process API server stand-in, real nvcdi), with
 #      the CDI spec checked: device nodes, mount sources and the hook exist,
 #      and the hook knows every subcommand the spec uses;
-#   3. the GPUs' settings compared before and after.
+#   3. MPS on GPU 0: a control daemon started the way the plugin's daemon
+#      pods start it (the plugin's mps-control-daemon program, chrooted into
+#      the driver root, compute mode untouched) in a temporary pipe
+#      directory; a CUDA client (PyTorch) with a 2 GiB pinned-memory limit
+#      must allocate 1 GiB and must fail to allocate 3 GiB; the daemon is
+#      stopped with `quit`. Skipped without nvidia-cuda-mps-control in the
+#      driver root, without PyTorch, or when GPU 0 is in MIG mode;
+#   4. the GPUs' settings compared before and after.
 #
 # It never changes MIG mode, compute mode, the time slice, persistence mode or
 # clocks, and never resets a GPU: nvidia-smi is only queried, and the plugin
@@ -24,6 +31,7 @@
 #   GPU_SMOKE_DRIVER_ROOT   root of the driver installation (default /)
 #   GPU_SMOKE_PLUGIN_ARGS   extra arguments for --print-slices (split on spaces)
 #   GPU_SMOKE_PREPARE_ARGS  extra arguments for gpudra smoke prepare (split on spaces)
+#   GPU_SMOKE_PYTHON        python with PyTorch for the MPS client (default python3)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -113,7 +121,90 @@ fi
 # 2. One whole GPU through the plugin.
 gather "gpudra smoke prepare" "$GPUDRA" smoke prepare --driver-root "$DRIVER_ROOT" --hook "$HOOK" "${PREPARE_ARGS[@]}"
 
-# 3. Nothing changed.
+# 3. MPS: does a client's pinned-memory limit bite? NVIDIA's tools run
+# chrooted into the driver root, so the daemon's directories are made in it.
+PYTHON=${GPU_SMOKE_PYTHON:-python3}
+
+# The client: 1 GiB must fit under the limit, 3 GiB must not.
+MPS_CLIENT='
+import torch
+def alloc(gib):
+    try:
+        x = torch.empty(gib << 30, dtype=torch.uint8, device="cuda")
+        torch.cuda.synchronize()
+        del x
+        torch.cuda.empty_cache()
+        return "ok"
+    except Exception as e:  # torch.cuda.OutOfMemoryError, or a CUDA error
+        return "failed: " + str(e).splitlines()[0]
+print("alloc 1GiB:", alloc(1))
+print("alloc 3GiB:", alloc(3))
+'
+
+mps_step() {
+  local found="" d uuid mig mps inroot pid i rc
+  for d in usr/bin usr/sbin bin sbin usr/local/bin usr/local/nvidia/bin; do
+    [ -e "$DRIVER_ROOT/$d/nvidia-cuda-mps-control" ] && found=1
+  done
+  if [ -z "$found" ]; then
+    row SKIP "MPS" "no nvidia-cuda-mps-control in the driver root $DRIVER_ROOT"
+    return
+  fi
+  if ! "$PYTHON" -c 'import torch' > /dev/null 2>&1; then
+    row SKIP "MPS" "no PyTorch for the CUDA client ($PYTHON -c 'import torch' fails; set GPU_SMOKE_PYTHON)"
+    return
+  fi
+  uuid=$(awk -F', ' 'NR == 1 { print $2 }' "$WORK/gpus.csv")
+  mig=$(awk -F', ' 'NR == 1 { print $3 }' "$WORK/settings.before")
+  if [ "$mig" = "Enabled" ]; then
+    row SKIP "MPS" "GPU 0 is in MIG mode; the step does not change it"
+    return
+  fi
+  mkdir -p "$DRIVER_ROOT/tmp"
+  mps=$(mktemp -d "$DRIVER_ROOT/tmp/gpu-smoke-mps.XXXXXX")
+  inroot=${mps#"${DRIVER_ROOT%/}"}
+  mkdir -p "$mps/pipe" "$mps/log"
+  "$PLUGIN" mps-control-daemon --device "$uuid" --dir "$mps" --driver-root "$DRIVER_ROOT" \
+    --pipe-dir "$inroot/pipe" --log-dir "$inroot/log" > "$WORK/mps.out" 2>&1 &
+  pid=$!
+  for i in $(seq 1 100); do
+    [ -e "$mps/pipe/control" ] && break
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.2
+  done
+  if [ ! -e "$mps/pipe/control" ]; then
+    row FAIL "MPS daemon started" "no control pipe after ${i} tries: $(tail -n 3 "$WORK/mps.out")"
+    kill "$pid" 2> /dev/null; wait "$pid" 2> /dev/null
+    rm -rf "$mps"
+    return
+  fi
+  row PASS "MPS daemon started" "pid $(cat "$mps/daemon.pid"), pipe $mps/pipe, compute mode untouched"
+  CUDA_MPS_PIPE_DIRECTORY=$mps/pipe CUDA_MPS_LOG_DIRECTORY=$mps/log CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=2048M \
+    "$PYTHON" -c "$MPS_CLIENT" > "$WORK/mps-client.out" 2>&1
+  if grep -q '^alloc 1GiB: ok' "$WORK/mps-client.out"; then
+    row PASS "MPS client: 1 GiB under a 2 GiB limit" "allocated"
+  else
+    row FAIL "MPS client: 1 GiB under a 2 GiB limit" "$(grep -m1 '^alloc 1GiB' "$WORK/mps-client.out" || tail -n 3 "$WORK/mps-client.out")"
+  fi
+  if grep -q '^alloc 3GiB: failed' "$WORK/mps-client.out"; then
+    row PASS "MPS client: 3 GiB over a 2 GiB limit" "$(grep -m1 '^alloc 3GiB' "$WORK/mps-client.out")"
+  else
+    row FAIL "MPS client: 3 GiB over a 2 GiB limit" "not refused: $(grep -m1 '^alloc 3GiB' "$WORK/mps-client.out" || tail -n 3 "$WORK/mps-client.out")"
+  fi
+  # SIGTERM: the program sends `quit` and waits for the daemon to exit.
+  kill -TERM "$pid"
+  wait "$pid"
+  rc=$?
+  if [ "$rc" -eq 0 ]; then
+    row PASS "MPS daemon stopped with quit" "exit 0"
+  else
+    row FAIL "MPS daemon stopped with quit" "exit $rc: $(tail -n 3 "$WORK/mps.out")"
+  fi
+  rm -rf "$mps"
+}
+mps_step
+
+# 4. Nothing changed.
 settings > "$WORK/settings.after"
 if cmp -s "$WORK/settings.before" "$WORK/settings.after"; then
   row PASS "GPU settings unchanged (nvidia-smi)" "MIG mode, compute mode, persistence, application clocks, power limit, compute policy"

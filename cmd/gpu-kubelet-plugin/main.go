@@ -52,6 +52,7 @@ type options struct {
 	taintEffect  string
 	ignoredXIDs  []string
 	health       driver.HealthConfig
+	mps          mpsOptions
 }
 
 func main() {
@@ -97,6 +98,8 @@ func newCommand() *cobra.Command {
 	f.StringSliceVar(&o.strategies, "sharing-strategies", []string{"TimeSlicing", "MPS"}, "Sharing strategies claims may ask for (TimeSlicing, MPS).")
 	f.StringVar(&o.taintEffect, "health-taint-effect", "NoSchedule", "Effect of the gpu.nvidia.com/unhealthy taint an unhealthy device gets: NoSchedule (new claims avoid it) or NoExecute (pods using it are evicted too).")
 	f.StringSliceVar(&o.ignoredXIDs, "health-ignored-xids", nil, "XIDs to ignore in addition to the application XIDs NVIDIA's tools ignore (13, 31, 43, 45, 68, 109).")
+	o.mps.addFlags(cmd)
+	cmd.AddCommand(mpsDaemonCommand(), mpsClientStandInCommand())
 	o.gates = newFeatureGates()
 	o.gates.AddFlag(f)
 	f.BoolVar(&o.printSlices, "print-slices", false, "Print the ResourceSlices this node would publish as YAML and exit; needs no cluster.")
@@ -227,6 +230,7 @@ func run(ctx context.Context, o *options) error {
 		Publish:           o.publishOptions(),
 		SharingStrategies: strategies,
 		Health:            o.health,
+		MPSRunner:         o.mps.runner(client, o.nodeName, o.mpsHostDriverRoot()),
 	})
 	if err != nil {
 		return err
@@ -277,4 +281,16 @@ func newClients(o *options) (mainClient, statusClient kubernetes.Interface, err 
 		return nil, nil, err
 	}
 	return mainClient, statusClient, nil
+}
+
+// mpsHostDriverRoot is the driver root daemon pods mount: the host's path,
+// or "" when simulating (daemon pods then run the stand-in).
+func (o *options) mpsHostDriverRoot() string {
+	if o.backend.SimulateProfile != "" {
+		return ""
+	}
+	if o.backend.HostDriverRoot != "" {
+		return o.backend.HostDriverRoot
+	}
+	return o.backend.DriverRoot
 }

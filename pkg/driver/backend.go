@@ -21,8 +21,10 @@ type Backend struct {
 	Edits     cdi.Edits
 	// Simulator is set for simulated nodes.
 	Simulator *simulate.Simulator
-	// TimeSlicer and MPSLauncher apply sharing: NVIDIA's tools from the
-	// driver root, or the simulator's record and a stand-in daemon.
+	// TimeSlicer applies time slices: NVIDIA's nvidia-smi in the driver
+	// root, or the simulator's record. MPSLauncher runs MPS daemons as
+	// local processes when no pod runner is configured: the stand-in when
+	// simulating, none for real GPUs (their daemons run in pods).
 	TimeSlicer  sharing.TimeSlicer
 	MPSLauncher sharing.DaemonLauncher
 }
@@ -86,8 +88,7 @@ func NewBackend(lib nvml.Interface, o BackendOptions) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	tools := sharing.Driver{Root: o.DriverRoot}
-	return &Backend{NVML: lib, Inventory: inv, Edits: edits, TimeSlicer: tools, MPSLauncher: tools}, nil
+	return &Backend{NVML: lib, Inventory: inv, Edits: edits, TimeSlicer: sharing.Driver{Root: o.DriverRoot}}, nil
 }
 
 // resolveHook returns the host path of nvidia-cdi-hook for CDI specs,

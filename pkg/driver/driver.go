@@ -52,6 +52,9 @@ type Config struct {
 	SharingStrategies []configapi.SharingStrategy
 	// Health: taint effect and ignored XIDs (health.go).
 	Health HealthConfig
+	// MPSRunner runs MPS control daemons (pods of their own in a
+	// cluster); nil runs them as local processes of Backend.MPSLauncher.
+	MPSRunner sharing.Runner
 }
 
 // Driver is a running kubelet plugin.
@@ -197,7 +200,7 @@ func sharingConfig(cfg Config) *prepare.SharingConfig {
 	}
 	return &prepare.SharingConfig{
 		TimeSlicer: cfg.Backend.TimeSlicer,
-		MPS:        &sharing.MPS{Root: filepath.Join(cfg.StateDir, "mps"), Launcher: cfg.Backend.MPSLauncher},
+		MPS:        &sharing.MPS{Root: filepath.Join(cfg.StateDir, "mps"), Runner: mpsRunner(cfg)},
 		Allowed:    allowed,
 		NodeName:   cfg.NodeName,
 	}
@@ -261,4 +264,11 @@ func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 // WatchHealthStatus implements kubeletplugin.DRAPlugin.
 func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
 	return d.health.Watch(ctx, reports)
+}
+
+func mpsRunner(cfg Config) sharing.Runner {
+	if cfg.MPSRunner != nil {
+		return cfg.MPSRunner
+	}
+	return sharing.ProcessRunner{Launcher: cfg.Backend.MPSLauncher}
 }

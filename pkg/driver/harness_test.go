@@ -87,7 +87,7 @@ func newNodeAt(t testing.TB, root, profile string, dynamicMIG bool) *node {
 // stopMPSDaemons ends stand-in daemons a failed test may have left running.
 func (n *node) stopMPSDaemons() {
 	entries, _ := os.ReadDir(filepath.Join(n.dir("state"), "mps"))
-	m := &sharing.MPS{Root: filepath.Join(n.dir("state"), "mps")}
+	m := &sharing.MPS{Root: filepath.Join(n.dir("state"), "mps"), Runner: sharing.ProcessRunner{}}
 	for _, e := range entries {
 		_ = m.Stop(m.Daemon(e.Name()))
 	}

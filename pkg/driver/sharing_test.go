@@ -48,30 +48,44 @@ func envOf(t *testing.T, n *node, ids []string) []string {
 }
 
 func TestTimeSlicingAppliedAndRestored(t *testing.T) {
-	n := newMigNode(t, "h100x1")
+	n := newNode(t, "h100x1")
 	sim := n.driver.cfg.Backend.Simulator
 	gpu := n.driver.cfg.Backend.Inventory.GPUs[0].UUID
-	long := `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Long"}}}`
-	a := n.claim("ts-a", []string{"gpu-0-mig-1g10gb-0"}, long)
-	b := n.claim("ts-b", []string{"gpu-0-mig-1g10gb-1"}, long)
-	n.mustPrepare(a)
-	n.mustPrepare(b)
+	claim := n.claim("ts", []string{"gpu-0"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Long"}}}`)
+	n.mustPrepare(claim)
 	if got := sim.TimeSlice(gpu); got != "Long" {
 		t.Fatalf("time slice %q, want Long", got)
 	}
-	n.unprepare(a)
-	if got := sim.TimeSlice(gpu); got != "Long" {
-		t.Fatalf("time slice reset to %q while another claim still uses it", got)
-	}
-	n.unprepare(b)
+	n.unprepare(claim)
 	if got := sim.TimeSlice(gpu); got != "Default" {
 		t.Fatalf("time slice %q after the last claim, want Default", got)
 	}
 	// No config changes nothing.
-	n.mustPrepare(n.claim("plain", []string{"gpu-0-mig-1g10gb-2"}))
+	n.mustPrepare(n.claim("plain", []string{"gpu-0"}))
 	if got := sim.TimeSlice(gpu); got != "Default" {
 		t.Fatalf("a claim without sharing config changed the time slice to %q", got)
 	}
+}
+
+// The time slice belongs to the whole GPU: a MIG device's claim must not
+// change it under the other MIG devices' tenants.
+func TestTimeSlicingOnMigLeavesTheParentGPUAlone(t *testing.T) {
+	n := newMigNode(t, "h100x1")
+	sim := n.driver.cfg.Backend.Simulator
+	gpu := n.driver.cfg.Backend.Inventory.GPUs[0].UUID
+	long := n.claim("ts-long", []string{"gpu-0-mig-1g10gb-0"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Long"}}}`)
+	if e := n.prepare(long)["uid-ts-long"].GetError(); !strings.Contains(e, "sharing.timeSlicingConfig.interval: Long cannot be set on MIG device") || !strings.Contains(e, "leave the interval out") {
+		t.Fatalf("a Long time slice on a MIG device: %q", e)
+	}
+	plain := n.claim("ts-default", []string{"gpu-0-mig-1g10gb-1"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"TimeSlicing"}}`)
+	n.mustPrepare(plain)
+	if got := sim.TimeSlice(gpu); got != "Default" {
+		t.Fatalf("a MIG device's claim set the parent GPU's time slice to %q", got)
+	}
+	if rec, _ := n.driver.state.Store.Get(plain.UID); rec.Devices[0].Sharing != nil {
+		t.Fatalf("a MIG device's time-slicing claim recorded sharing %+v to undo", rec.Devices[0].Sharing)
+	}
+	n.unprepare(plain)
 }
 
 func TestMPSDaemonLifecycleAndLimits(t *testing.T) {
@@ -84,14 +98,22 @@ func TestMPSDaemonLifecycleAndLimits(t *testing.T) {
 	if !running {
 		t.Fatal("no MPS daemon after prepare")
 	}
-	st, err := sharing.StandInSettings(d)
-	if err != nil || st.ActiveThreadPercentage != 50 || st.PinnedMemoryBytes != 10<<30 {
-		t.Fatalf("daemon settings %+v, %v", st, err)
-	}
-	env := envOf(t, n, ids)
+	// The limits ride on the client's environment, not on daemon
+	// defaults, and the client shares the daemon's pipe and /dev/shm.
+	spec := inject(t, n.dir("cdi"), ids...)
+	env := spec.Process.Env
 	for _, want := range []string{"CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=10240M"} {
 		if !slices.Contains(env, want) {
 			t.Errorf("container env %v lacks %s", env, want)
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range spec.Mounts {
+		mounts[m.Destination] = m.Source
+	}
+	for dst, src := range map[string]string{"/tmp/nvidia-mps": d.PipeDir(), "/dev/shm": d.ShmDir()} {
+		if mounts[dst] != src {
+			t.Errorf("container mount %s from %q, want the daemon's %s", dst, mounts[dst], src)
 		}
 	}
 	// The daemon outlives the plugin and is found again.

@@ -71,7 +71,19 @@ func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r r
 	}
 	switch sh.Strategy {
 	case configapi.TimeSlicingStrategy:
-		// The time slice is a property of the physical GPU.
+		// The time slice is a property of the physical GPU: on a MIG
+		// device it would change the scheduling of every other tenant of
+		// the parent GPU. NVIDIA's driver refuses it ("can only set the
+		// time-slice interval on full GPUs", k8s-dra-driver-gpu
+		// cmd/gpu-kubelet-plugin/sharing.go). Processes on one MIG device
+		// take turns at the default interval anyway, so TimeSlicing with
+		// the Default interval is accepted there and changes nothing.
+		if dev.Kind != WholeGPU {
+			if iv := sh.TimeSlicingConfig.Interval; iv != configapi.DefaultTimeSlice {
+				return nil, fmt.Errorf("sharing.timeSlicingConfig.interval: %s cannot be set on MIG device %s: the time slice belongs to the whole GPU %s and would change it for every other MIG device on it; leave the interval out (Default) or use a whole GPU", iv, dev.Name, dev.GPU.UUID)
+			}
+			return nil, nil
+		}
 		return &checkpoint.SharingRecord{Strategy: string(sh.Strategy), Target: dev.GPU.UUID, Interval: string(sh.TimeSlicingConfig.Interval)}, nil
 	case configapi.MpsStrategy:
 		rec := &checkpoint.SharingRecord{Strategy: string(sh.Strategy), Target: target}
@@ -176,11 +188,10 @@ func (s *State) applySharing(rec *checkpoint.SharingRecord) (extraEdits, error) 
 		return extraEdits{}, s.Sharing.TimeSlicer.SetTimeSlice(rec.Target, configapi.TimeSliceInterval(rec.Interval))
 	case configapi.MpsStrategy:
 		d := s.Sharing.MPS.Daemon(rec.Target)
-		st := settingsOf(rec)
-		if err := s.Sharing.MPS.Ensure(d, st); err != nil {
+		if err := s.Sharing.MPS.Ensure(d); err != nil {
 			return extraEdits{}, err
 		}
-		return extraEdits(sharing.ClientEdits(d, st)), nil
+		return extraEdits(sharing.ClientEdits(d, settingsOf(rec))), nil
 	}
 	return extraEdits{}, nil
 }
@@ -260,14 +271,17 @@ func (s *State) SuperviseSharingOnce(ctx context.Context) error {
 	return nil
 }
 
-// superviseOnce restarts the dead MPS daemons of prepared claims.
+// superviseOnce restarts the dead MPS daemons of prepared claims. Each
+// daemon is looked at once per pass, however many claims share it (a look
+// at a daemon pod is an API request).
 func (s *State) superviseOnce(ctx context.Context) {
+	seen := map[string]bool{}
 	for _, rec := range s.Store.List() {
 		if rec.State != checkpoint.PrepareCompleted {
 			continue
 		}
 		for _, d := range rec.Devices {
-			if d.Sharing == nil || configapi.SharingStrategy(d.Sharing.Strategy) != configapi.MpsStrategy {
+			if d.Sharing == nil || configapi.SharingStrategy(d.Sharing.Strategy) != configapi.MpsStrategy || seen[d.Sharing.Target] {
 				continue
 			}
 			dev, ok := s.Devices[d.Device]
@@ -278,6 +292,7 @@ func (s *State) superviseOnce(ctx context.Context) {
 			// been unprepared since the list was taken.
 			unlock := s.deviceLocks.Lock(dev.lockKey())
 			if _, still := s.Store.Get(rec.UID); still {
+				seen[d.Sharing.Target] = true
 				if _, err := s.applySharing(d.Sharing); err != nil {
 					klog.FromContext(ctx).Error(err, "Restarting MPS daemon", "device", d.Device)
 				}

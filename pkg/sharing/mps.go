@@ -1,10 +1,10 @@
 package sharing
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -15,37 +15,57 @@ import (
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
-// Container paths where MPS clients find their daemon.
+// Container paths where MPS clients find their daemon. The pipe directory
+// and /dev/shm are what NVIDIA's DRA driver gives its MPS clients too
+// (k8s-dra-driver-gpu, cmd/gpu-kubelet-plugin/sharing.go, GetCDIContainerEdits):
+// clients and the MPS server exchange memory through /dev/shm, so both must
+// see the same one.
 const (
 	ContainerPipeDir = "/tmp/nvidia-mps"
 	ContainerLogDir  = "/var/log/nvidia-mps"
+	ContainerShmDir  = "/dev/shm"
 )
 
-// DaemonLauncher starts and stops one MPS control daemon process. The real
-// one runs nvidia-cuda-mps-control from the driver root; the simulated one
-// runs a stand-in with the same lifecycle.
-type DaemonLauncher interface {
-	// Command returns the daemon command for a device; it must stay in the
-	// foreground (the MPS class manages detaching and the pid file).
-	Command(d *Daemon) *exec.Cmd
-	// Configure applies daemon-wide defaults once the daemon runs.
-	Configure(d *Daemon, s Settings) error
+// Runner runs MPS control daemons: as pods of their own (PodRunner, what
+// the plugin does in a cluster, so that daemons outlive the plugin's
+// container) or as local processes (ProcessRunner, for tests and for a
+// plugin run outside Kubernetes).
+type Runner interface {
+	// Start starts the daemon of d, which does not run.
+	Start(ctx context.Context, d *Daemon) error
+	// Running reports whether d's daemon exists and has not ended.
+	Running(ctx context.Context, d *Daemon) (bool, error)
+	// Stop ends the daemon (NVIDIA's way: `quit` on its control pipe) and
+	// returns once it is gone. Stopping one that does not run is no error.
+	Stop(ctx context.Context, d *Daemon) error
+	// List names the devices this runner has daemons for on this node.
+	List(ctx context.Context) ([]string, error)
 }
 
 // Daemon is the MPS control daemon of one device (a GPU or a MIG device).
 type Daemon struct {
 	DeviceUUID string
-	Dir        string // <state>/mps/<uuid>: pipe/, log/, daemon.pid
+	Dir        string // <state>/mps/<uuid>: pipe/, log/, shm/, daemon.pid
 }
 
 func (d *Daemon) PipeDir() string { return filepath.Join(d.Dir, "pipe") }
 func (d *Daemon) LogDir() string  { return filepath.Join(d.Dir, "log") }
-func (d *Daemon) pidFile() string { return filepath.Join(d.Dir, "daemon.pid") }
+func (d *Daemon) ShmDir() string  { return filepath.Join(d.Dir, "shm") }
+
+// PIDFile holds the daemon's process ID as the host sees it, written by
+// whatever runs the daemon.
+func (d *Daemon) PIDFile() string { return filepath.Join(d.Dir, "daemon.pid") }
+
+// ControlPipe exists once the control daemon accepts commands and clients.
+func (d *Daemon) ControlPipe() string { return filepath.Join(d.PipeDir(), "control") }
 
 // MPS manages the daemons under one state directory.
 type MPS struct {
-	Root     string
-	Launcher DaemonLauncher
+	Root   string
+	Runner Runner
+	// ReadyTimeout bounds the wait for a new daemon's control pipe; 60s
+	// when zero (a daemon pod may need its image started first).
+	ReadyTimeout time.Duration
 }
 
 // Daemon returns the daemon handle of a device. The UUID may come from a
@@ -57,28 +77,56 @@ func (m *MPS) Daemon(uuid string) *Daemon {
 
 var deviceUUIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-func (m *MPS) check(d *Daemon) error {
-	if !deviceUUIDPattern.MatchString(d.DeviceUUID) || d.DeviceUUID == ".." || d.Dir != filepath.Join(m.Root, d.DeviceUUID) {
-		return fmt.Errorf("MPS daemon for device %q: not a valid device UUID", d.DeviceUUID)
+// CheckDeviceUUID refuses a device UUID that is not a single, plain path
+// element.
+func CheckDeviceUUID(uuid string) error {
+	if !deviceUUIDPattern.MatchString(uuid) || uuid == ".." {
+		return fmt.Errorf("MPS daemon for device %q: not a valid device UUID", uuid)
 	}
 	return nil
 }
 
-// Daemons lists the daemon directories under Root.
+func (m *MPS) check(d *Daemon) error {
+	if err := CheckDeviceUUID(d.DeviceUUID); err != nil {
+		return err
+	}
+	if d.Dir != filepath.Join(m.Root, d.DeviceUUID) {
+		return fmt.Errorf("MPS daemon for device %q: directory %s is not under %s", d.DeviceUUID, d.Dir, m.Root)
+	}
+	return nil
+}
+
+// Daemons lists the daemons that exist on this node: a directory under
+// Root or a daemon the runner has (a pod whose directory is gone).
 func (m *MPS) Daemons() []*Daemon {
-	entries, _ := os.ReadDir(m.Root)
+	seen := map[string]bool{}
 	var out []*Daemon
-	for _, e := range entries {
-		if d := m.Daemon(e.Name()); e.IsDir() && m.check(d) == nil {
+	add := func(uuid string) {
+		if d := m.Daemon(uuid); !seen[uuid] && m.check(d) == nil {
+			seen[uuid] = true
 			out = append(out, d)
+		}
+	}
+	entries, _ := os.ReadDir(m.Root)
+	for _, e := range entries {
+		if e.IsDir() {
+			add(e.Name())
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if names, err := m.Runner.List(ctx); err == nil {
+		for _, n := range names {
+			add(n)
 		}
 	}
 	return out
 }
 
-// PID returns the daemon's process ID when it runs.
+// PID returns the daemon's host process ID from its pid file when that
+// process runs (tests and diagnostics; Running is the runner's word).
 func (m *MPS) PID(d *Daemon) (int, bool) {
-	data, err := os.ReadFile(d.pidFile())
+	data, err := os.ReadFile(d.PIDFile())
 	if err != nil {
 		return 0, false
 	}
@@ -86,63 +134,68 @@ func (m *MPS) PID(d *Daemon) (int, bool) {
 	if err != nil || pid <= 0 {
 		return 0, false
 	}
-	// Signal 0 checks existence; a zombie left by a dead parent is gone too.
+	return pid, processRuns(pid)
+}
+
+// processRuns: signal 0 checks existence; a zombie left by a dead parent
+// is gone too.
+func processRuns(pid int) bool {
 	if err := syscall.Kill(pid, 0); err != nil {
-		return 0, false
+		return false
 	}
 	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && strings.Contains(string(stat), ") Z ") {
-		return 0, false
+		return false
 	}
-	// The pid file may come from another PID namespace (an earlier plugin
-	// container): only a process that runs with this daemon's directory in
-	// its environment is this daemon.
-	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err != nil || !strings.Contains(string(env), d.Dir) {
-		return 0, false
-	}
-	return pid, true
+	return true
 }
 
 // Ensure starts the daemon unless it already runs (for example after a
-// plugin restart: it runs in its own session and is found by its pid file),
-// then applies the settings.
-func (m *MPS) Ensure(d *Daemon, s Settings) error {
+// plugin restart), and waits until its control pipe exists. Limits are not
+// set on the daemon: they ride on each client's environment (ClientEdits),
+// so claims sharing one daemon keep their own.
+func (m *MPS) Ensure(d *Daemon) error {
 	if err := m.check(d); err != nil {
 		return err
 	}
-	if _, running := m.PID(d); !running {
-		if err := m.start(d); err != nil {
-			return err
+	timeout := m.ReadyTimeout
+	if timeout == 0 {
+		timeout = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	running, err := m.Runner.Running(ctx, d)
+	if err != nil {
+		return fmt.Errorf("MPS daemon for %s: %w", d.DeviceUUID, err)
+	}
+	if !running {
+		// Whatever a dead daemon left in its pipe directory is stale;
+		// a new one creates its pipes afresh.
+		_ = os.RemoveAll(d.PipeDir())
+		for _, dir := range []string{d.PipeDir(), d.LogDir(), d.ShmDir()} {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("MPS daemon dir: %w", err)
+			}
+		}
+		if err := m.Runner.Start(ctx, d); err != nil {
+			return fmt.Errorf("start MPS control daemon for %s: %w", d.DeviceUUID, err)
 		}
 	}
-	return m.Launcher.Configure(d, s)
+	return waitForFile(ctx, d.ControlPipe(), fmt.Sprintf("MPS control daemon for %s", d.DeviceUUID))
 }
 
-func (m *MPS) start(d *Daemon) error {
-	for _, dir := range []string{d.PipeDir(), d.LogDir()} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("MPS daemon dir: %w", err)
+// waitForFile waits for a path to exist. NVIDIA's driver likewise waits for
+// its daemon to report ready before it hands clients the pipe.
+func waitForFile(ctx context.Context, path, what string) error {
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: control pipe %s did not appear: %w; see the daemon's log in %s", what, path, ctx.Err(), filepath.Join(filepath.Dir(filepath.Dir(path)), "log"))
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	cmd := m.Launcher.Command(d)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlive the plugin process
-	cmd.Stdin = nil
-	logf, err := os.OpenFile(filepath.Join(d.LogDir(), "daemon.out"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start MPS control daemon for %s: %w", d.DeviceUUID, err)
-	}
-	pid := cmd.Process.Pid
-	// Reap it in the background if it dies while this process lives.
-	go func() { _ = cmd.Wait() }()
-	if err := os.WriteFile(d.pidFile(), []byte(strconv.Itoa(pid)), 0o644); err != nil {
-		_ = cmd.Process.Kill()
-		return err
-	}
-	return nil
 }
 
 // Stop ends the daemon and removes its directory. Stopping a daemon that
@@ -151,18 +204,10 @@ func (m *MPS) Stop(d *Daemon) error {
 	if err := m.check(d); err != nil {
 		return err
 	}
-	if pid, running := m.PID(d); running {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		deadline := time.Now().Add(5 * time.Second)
-		for time.Now().Before(deadline) {
-			if _, still := m.PID(d); !still {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if _, still := m.PID(d); still {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := m.Runner.Stop(ctx, d); err != nil {
+		return fmt.Errorf("stop MPS control daemon for %s: %w", d.DeviceUUID, err)
 	}
 	// ENOTDIR: the root is not even a directory, so no daemon dir exists.
 	if err := os.RemoveAll(d.Dir); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
@@ -171,9 +216,13 @@ func (m *MPS) Stop(d *Daemon) error {
 	return nil
 }
 
-// ClientEdits are what a container using the daemon needs: its pipe and
-// log directories and the per-client limits, which MPS enforces for every
-// client that starts with them.
+// ClientEdits are what a container using the daemon needs: its pipe, log
+// and shared-memory directories, and this claim's own client limits. MPS
+// applies CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and
+// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from a client's environment when that
+// client starts (NVIDIA MPS documentation, "Environment Variables"), so two
+// claims on one daemon each keep theirs; set_default_* on the daemon would
+// be one value for all of them.
 func ClientEdits(d *Daemon, s Settings) cdispec.ContainerEdits {
 	env := []string{
 		"CUDA_MPS_PIPE_DIRECTORY=" + ContainerPipeDir,
@@ -185,11 +234,13 @@ func ClientEdits(d *Daemon, s Settings) cdispec.ContainerEdits {
 	if s.PinnedMemoryBytes > 0 {
 		env = append(env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0="+MiB(s.PinnedMemoryBytes))
 	}
+	opts := []string{"rw", "nosuid", "nodev", "bind"}
 	return cdispec.ContainerEdits{
 		Env: env,
 		Mounts: []*cdispec.Mount{
-			{HostPath: d.PipeDir(), ContainerPath: ContainerPipeDir, Options: []string{"rw", "nosuid", "nodev", "bind"}},
-			{HostPath: d.LogDir(), ContainerPath: ContainerLogDir, Options: []string{"rw", "nosuid", "nodev", "bind"}},
+			{HostPath: d.PipeDir(), ContainerPath: ContainerPipeDir, Options: opts},
+			{HostPath: d.LogDir(), ContainerPath: ContainerLogDir, Options: opts},
+			{HostPath: d.ShmDir(), ContainerPath: ContainerShmDir, Options: opts},
 		},
 	}
 }

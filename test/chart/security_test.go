@@ -98,8 +98,8 @@ func requireHardened(t *testing.T, ds *appsv1.DaemonSet, keep ...corev1.Capabili
 }
 
 // requirePodLevel checks what holds for every mode: RuntimeDefault seccomp
-// for the pod, no host IPC, host network only when asked for, host PID only
-// when MPS is offered.
+// for the pod, no host IPC, host network only when asked for, and host PID
+// as wantHostPID says (never, today).
 func requirePodLevel(t *testing.T, ds *appsv1.DaemonSet, wantHostPID bool) {
 	t.Helper()
 	spec := ds.Spec.Template.Spec
@@ -146,20 +146,16 @@ func TestChartSimulatedPodIsHardened(t *testing.T) {
 	}
 }
 
-// The plugin starts MPS control daemons and finds them by pid after a
-// restart, so the host PID namespace comes with MPS and only with it.
-func TestChartHostPIDOnlyWhereMPSIsOffered(t *testing.T) {
+// MPS control daemons run in pods of their own (which set hostPID), so the
+// plugin runs in its own PID namespace whatever is offered.
+func TestChartNeverUsesHostPID(t *testing.T) {
 	for _, mode := range [][]string{{"simulate.profile=h100x8"}, nil} {
-		for strategies, want := range map[string]bool{"{TimeSlicing}": false, "{MPS}": true, "{TimeSlicing,MPS}": true, "null": false} {
+		for _, strategies := range []string{"{TimeSlicing}", "{MPS}", "{TimeSlicing,MPS}", "null"} {
 			ds := render(t, append(slices.Clone(mode), "sharing.strategies="+strategies)...)
-			if ds.Spec.Template.Spec.HostPID != want {
-				t.Errorf("%v strategies=%s: hostPID %v, want %v", mode, strategies, ds.Spec.Template.Spec.HostPID, want)
+			if ds.Spec.Template.Spec.HostPID {
+				t.Errorf("%v strategies=%s: hostPID on the plugin pod", mode, strategies)
 			}
 		}
-	}
-	// The chart's default offers MPS.
-	if !render(t).Spec.Template.Spec.HostPID {
-		t.Error("default values (MPS offered) without hostPID")
 	}
 }
 
@@ -203,7 +199,7 @@ func TestChartRealGPUPrivilegesAndMounts(t *testing.T) {
 func TestChartRealGPUUnprivileged(t *testing.T) {
 	ds := render(t, "kubeletPlugin.privileged=false")
 	requireHardened(t, ds)
-	requirePodLevel(t, ds, true)
+	requirePodLevel(t, ds, false)
 	if v, _ := env(plugin(t, ds), "NVIDIA_VISIBLE_DEVICES"); v != "void" {
 		t.Errorf("NVIDIA_VISIBLE_DEVICES = %q by default, want void", v)
 	}

@@ -777,6 +777,11 @@ func (c *chaosRun) nodeLeftovers() []string {
 	for _, d := range mpsDirs {
 		left = append(left, "MPS directory "+d)
 	}
+	if pods, err := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=mps-control-daemon"}); err == nil {
+		for _, p := range pods.Items {
+			left = append(left, "MPS daemon pod "+p.Name)
+		}
+	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
 	for _, p := range procs {
 		env, err := os.ReadFile(p)

@@ -94,8 +94,9 @@ func shellQuoteAll(lines []string) string {
 }
 
 type host struct {
-	env []string
-	log string
+	env  []string
+	log  string
+	root string
 }
 
 func newHost(t *testing.T, memGPU1 string) host {
@@ -108,7 +109,9 @@ func newHost(t *testing.T, memGPU1 string) host {
 	cditest.WriteHookStandIn(t, hook, cditest.HookSubcommands)
 	log := filepath.Join(t.TempDir(), "nvidia-smi.log")
 	smi := fakeSmi(t, bin, log, memGPU1)
-	return host{log: log, env: append(os.Environ(),
+	python := fakeMPS(t, root.Dir, bin)
+	return host{log: log, root: root.Dir, env: append(os.Environ(),
+		"GPU_SMOKE_PYTHON="+python,
 		"GPU_SMOKE_PLUGIN="+plugin, "GPU_SMOKE_GPUDRA="+gpudra, "GPU_SMOKE_HOOK="+hook,
 		"GPU_SMOKE_NVIDIA_SMI="+smi, "GPU_SMOKE_DRIVER_ROOT="+root.Dir,
 		"GPU_SMOKE_PLUGIN_ARGS=--simulate h100x2", "GPU_SMOKE_PREPARE_ARGS=--simulate h100x2",
@@ -157,6 +160,7 @@ func TestGPUSmokeOnAFakeHost(t *testing.T) {
 		t.Error("a check failed")
 	}
 	h.readOnly(t)
+	h.checkMPS(t, out)
 }
 
 func TestGPUSmokeFailsOnAMismatch(t *testing.T) {
