@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics"
@@ -45,7 +46,7 @@ type options struct {
 	httpEndpoint string
 	printSlices  bool
 	gates        featuregate.MutableFeatureGate
-	backend      driver.BackendOptions
+	backend      backend.Options
 	fractional   bool
 	fractionalOn []int
 	strategies   []string
@@ -185,7 +186,7 @@ func printSlices(cmd *cobra.Command, o *options) error {
 		defer os.RemoveAll(dir)
 		o.backend.StateDir = dir
 	}
-	b, err := driver.OpenBackend(o.backend)
+	b, err := backend.Open(o.backend)
 	if err != nil {
 		return err
 	}
@@ -215,13 +216,13 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	backend, err := driver.OpenBackend(o.backend)
+	be, err := backend.Open(o.backend)
 	if err != nil {
 		return err
 	}
 	m := metrics.New()
 	d, err := driver.Start(ctx, driver.Config{
-		DriverName: o.driverName, NodeName: o.nodeName, Client: client, StatusClient: statusClient, Backend: backend,
+		DriverName: o.driverName, NodeName: o.nodeName, Client: client, StatusClient: statusClient, Backend: be,
 		StateDir: o.stateDir, CDIDir: o.cdiRoot,
 		PluginDir:         filepath.Join(o.kubeletDir, "plugins", o.driverName),
 		RegistrarDir:      filepath.Join(o.kubeletDir, "plugins_registry"),
@@ -248,7 +249,7 @@ func run(ctx context.Context, o *options) error {
 	// plugin has been idle for a while.
 	debug.FreeOSMemory()
 	go releaseMemoryWhenIdle(ctx, 30*time.Second, d.Activity, debug.FreeOSMemory)
-	logger.Info("GPU kubelet plugin running", "node", o.nodeName, "gpus", len(backend.Inventory.GPUs), "simulated", o.backend.SimulateProfile != "")
+	logger.Info("GPU kubelet plugin running", "node", o.nodeName, "gpus", len(be.Inventory.GPUs), "simulated", o.backend.SimulateProfile != "")
 	<-ctx.Done()
 	logger.Info("Shutting down; prepared claims stay prepared")
 	return nil

@@ -25,6 +25,7 @@ import (
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
@@ -99,7 +100,7 @@ func runDemo(ctx context.Context, profile, smi string) error {
 	step := func(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 
 	step("Simulating node %s with %s", nodeName, profile)
-	backend, err := driver.OpenBackend(driver.BackendOptions{SimulateProfile: profile, NodeName: nodeName, StateDir: dir("state"), NvidiaSmiStub: smi})
+	be, err := backend.Open(backend.Options{SimulateProfile: profile, NodeName: nodeName, StateDir: dir("state"), NvidiaSmiStub: smi})
 	if err != nil {
 		return err
 	}
@@ -117,7 +118,7 @@ func runDemo(ctx context.Context, profile, smi string) error {
 		s, err := waitForSlices(ctx, client)
 		watched <- publication{s, time.Since(start), err}
 	}()
-	d, err := driver.Start(ctx, driver.Config{DriverName: driverName, NodeName: nodeName, Client: client, Backend: backend,
+	d, err := driver.Start(ctx, driver.Config{DriverName: driverName, NodeName: nodeName, Client: client, Backend: be,
 		StateDir: dir("state"), CDIDir: dir("cdi"), PluginDir: dir("plugin"), RegistrarDir: dir("registry"), Publish: slices.Options{DynamicMIG: true}})
 	if err != nil {
 		return err
@@ -132,7 +133,7 @@ func runDemo(ctx context.Context, profile, smi string) error {
 	for _, s := range published {
 		devices += len(s.Spec.Devices)
 	}
-	step("Plugin serving; %d ResourceSlices with %d devices (%d GPUs, dynamic MIG) published %s after start", len(published), devices, len(backend.Inventory.GPUs), pub.after.Round(time.Millisecond))
+	step("Plugin serving; %d ResourceSlices with %d devices (%d GPUs, dynamic MIG) published %s after start", len(published), devices, len(be.Inventory.GPUs), pub.after.Round(time.Millisecond))
 
 	conn, err := grpc.NewClient("unix://"+filepath.Join(dir("plugin"), "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -194,10 +195,10 @@ func runDemo(ctx context.Context, profile, smi string) error {
 	}
 	tw.Flush()
 
-	sim := backend.Simulator
+	sim := be.Simulator
 	migInstances := func() int {
 		n := 0
-		for _, g := range backend.Inventory.GPUs {
+		for _, g := range be.Inventory.GPUs {
 			n += sim.MigInstanceCount(g.UUID)
 		}
 		return n

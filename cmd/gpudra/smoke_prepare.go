@@ -32,6 +32,7 @@ import (
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
@@ -143,7 +144,7 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 		r.fail("nvidia-cdi-hook", "%v", err)
 		return
 	}
-	backend, err := driver.NewBackend(ro, driver.BackendOptions{
+	be, err := backend.New(ro, backend.Options{
 		NodeName: smokeNode, StateDir: dir("state"), DriverRoot: o.driverRoot, SysfsRoot: sysfs,
 		HookInstallDir: dir("hook-bin"), HookSource: hook,
 	})
@@ -152,11 +153,11 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 		return
 	}
 	tools := refusingTools{refused}
-	backend.TimeSlicer, backend.MPSLauncher = tools, tools
-	r.pass("NVML discovery", "%d GPUs, driver %s", len(backend.Inventory.GPUs), backend.Inventory.DriverVersion)
+	be.TimeSlicer, be.MPSLauncher = tools, tools
+	r.pass("NVML discovery", "%d GPUs, driver %s", len(be.Inventory.GPUs), be.Inventory.DriverVersion)
 
 	client := fakeapi.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: smokeNode}})
-	d, err := driver.Start(ctx, driver.Config{DriverName: driverName, NodeName: smokeNode, Client: client, Backend: backend,
+	d, err := driver.Start(ctx, driver.Config{DriverName: driverName, NodeName: smokeNode, Client: client, Backend: be,
 		StateDir: dir("state"), CDIDir: dir("cdi"), PluginDir: dir("plugin"), RegistrarDir: dir("registry")})
 	if err != nil {
 		r.fail("plugin start", "%v", err)

@@ -31,6 +31,7 @@ import (
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 	gpuslices "github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
@@ -76,13 +77,13 @@ func runPluginChildIfRequested() {
 		objects = append(objects, c)
 	}
 	state := filepath.Join(root, "state")
-	backend, err := OpenBackend(BackendOptions{SimulateProfile: cfg.Profile, NodeName: testNode, StateDir: state})
+	be, err := backend.Open(backend.Options{SimulateProfile: cfg.Profile, NodeName: testNode, StateDir: state})
 	if err != nil {
 		fail(err)
 	}
 	ctx := klog.NewContext(context.Background(), klog.Background())
 	_, err = Start(ctx, Config{
-		DriverName: testDriver, NodeName: testNode, Client: fakeapi.NewClientset(objects...), Backend: backend,
+		DriverName: testDriver, NodeName: testNode, Client: fakeapi.NewClientset(objects...), Backend: be,
 		StateDir: state, CDIDir: filepath.Join(root, "cdi"), PluginDir: filepath.Join(root, "plugin"+cfg.Instance), RegistrarDir: filepath.Join(root, "registry"+cfg.Instance),
 		Publish:           gpuslices.Options{DynamicMIG: true, FractionalMemory: len(cfg.FractionalGPUs) > 0, FractionalGPUs: cfg.FractionalGPUs},
 		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/devicestatus"
@@ -37,7 +38,7 @@ type Config struct {
 	NodeName     string
 	Client       kubernetes.Interface
 	StatusClient kubernetes.Interface // device-status writes, own rate limiter; Client when nil
-	Backend      *Backend
+	Backend      *backend.Backend
 	StateDir     string // checkpoint and simulator files
 	CDIDir       string
 	PluginDir    string // kubelet plugin data dir (socket)

@@ -23,6 +23,7 @@ import (
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 	gpuslices "github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
@@ -97,14 +98,14 @@ func (n *node) dir(name string) string { return filepath.Join(n.root, name) }
 
 func (n *node) start(profile string) {
 	n.t.Helper()
-	backend, err := OpenBackend(BackendOptions{SimulateProfile: profile, NodeName: testNode, StateDir: n.dir("state")})
+	be, err := backend.Open(backend.Options{SimulateProfile: profile, NodeName: testNode, StateDir: n.dir("state")})
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(3)))
 	n.cancel = cancel
 	n.driver, err = Start(ctx, Config{
-		DriverName: testDriver, NodeName: testNode, Client: n.client, Backend: backend,
+		DriverName: testDriver, NodeName: testNode, Client: n.client, Backend: be,
 		StateDir: n.dir("state"), CDIDir: n.dir("cdi"), PluginDir: n.dir("plugin"), RegistrarDir: n.dir("registry"),
 		Publish:           gpuslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional},
 		Health:            n.health,

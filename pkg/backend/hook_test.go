@@ -1,4 +1,4 @@
-package driver
+package backend
 
 import (
 	"os"
@@ -16,7 +16,7 @@ func TestRealBackendInstallsTheHookItNames(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "var", "lib", "gpu-dra-driver", "bin")
 
-	got, err := resolveHook(BackendOptions{HookInstallDir: dir, HookSource: src})
+	got, err := resolveHook(Options{HookInstallDir: dir, HookSource: src})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,13 +27,13 @@ func TestRealBackendInstallsTheHookItNames(t *testing.T) {
 		t.Errorf("installed hook: %v %v", st, err)
 	}
 
-	if got, _ := resolveHook(BackendOptions{HookInstallDir: dir, HookSource: src, HookPath: "/usr/local/bin/nvidia-cdi-hook"}); got != "/usr/local/bin/nvidia-cdi-hook" {
+	if got, _ := resolveHook(Options{HookInstallDir: dir, HookSource: src, HookPath: "/usr/local/bin/nvidia-cdi-hook"}); got != "/usr/local/bin/nvidia-cdi-hook" {
 		t.Errorf("explicit hook path lost: %s", got)
 	}
-	if got, _ := resolveHook(BackendOptions{}); got != "" {
+	if got, _ := resolveHook(Options{}); got != "" {
 		t.Errorf("no install dir and no path: %q, want nvcdi's default", got)
 	}
-	if _, err := resolveHook(BackendOptions{HookInstallDir: dir, HookSource: filepath.Join(t.TempDir(), "missing")}); err == nil {
+	if _, err := resolveHook(Options{HookInstallDir: dir, HookSource: filepath.Join(t.TempDir(), "missing")}); err == nil {
 		t.Error("a missing hook binary was not reported")
 	}
 }

@@ -1,4 +1,8 @@
-package driver
+// Package backend selects where a node's devices come from: real NVML with
+// nvcdi's CDI edits and NVIDIA's tools from the driver root, or a simulated
+// node with its stand-ins. The driver package only consumes the result, so
+// it does not depend on the simulator.
+package backend
 
 import (
 	"fmt"
@@ -29,8 +33,8 @@ type Backend struct {
 	MPSLauncher sharing.DaemonLauncher
 }
 
-// BackendOptions select and locate the backend.
-type BackendOptions struct {
+// Options select and locate the backend.
+type Options struct {
 	// SimulateProfile, when set, simulates GPUs ("h100x8").
 	SimulateProfile string
 	NodeName        string
@@ -58,8 +62,8 @@ type BackendOptions struct {
 	SysfsRoot  string
 }
 
-// OpenBackend discovers the node's devices.
-func OpenBackend(o BackendOptions) (*Backend, error) {
+// Open discovers the node's devices.
+func Open(o Options) (*Backend, error) {
 	if o.SimulateProfile != "" {
 		return openSimulated(o)
 	}
@@ -67,13 +71,13 @@ func OpenBackend(o BackendOptions) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewBackend(lib, o)
+	return New(lib, o)
 }
 
-// NewBackend discovers the devices of an initialized NVML library and
+// New discovers the devices of an initialized NVML library and
 // builds the real driver's CDI edits (nvcdi under o.DriverRoot) and sharing
 // tools for them.
-func NewBackend(lib nvml.Interface, o BackendOptions) (*Backend, error) {
+func New(lib nvml.Interface, o Options) (*Backend, error) {
 	inv, err := nvdev.Discover(lib, nvdev.Options{SysfsRoot: o.SysfsRoot})
 	if err != nil {
 		return nil, fmt.Errorf("discover GPUs: %w", err)
@@ -93,7 +97,7 @@ func NewBackend(lib nvml.Interface, o BackendOptions) (*Backend, error) {
 
 // resolveHook returns the host path of nvidia-cdi-hook for CDI specs,
 // installing the plugin's own copy when asked to.
-func resolveHook(o BackendOptions) (string, error) {
+func resolveHook(o Options) (string, error) {
 	if o.HookPath != "" || o.HookInstallDir == "" {
 		return o.HookPath, nil
 	}
@@ -112,7 +116,7 @@ func resolveHook(o BackendOptions) (string, error) {
 	return path, nil
 }
 
-func openSimulated(o BackendOptions) (*Backend, error) {
+func openSimulated(o Options) (*Backend, error) {
 	sim, inv, err := simulate.Discover(o.SimulateProfile, o.NodeName, filepath.Join(o.StateDir, "simulated"))
 	if err != nil {
 		return nil, err
