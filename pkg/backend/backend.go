@@ -92,7 +92,7 @@ func New(lib nvml.Interface, o Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{NVML: lib, Inventory: inv, Edits: edits, TimeSlicer: sharing.Driver{Root: o.DriverRoot}}, nil
+	return &Backend{NVML: lib, Inventory: inv, Edits: edits, TimeSlicer: sharing.NvidiaTools{Root: o.DriverRoot}}, nil
 }
 
 // resolveHook returns the host path of nvidia-cdi-hook for CDI specs,

@@ -59,7 +59,7 @@ func (p DaemonProgram) Run(ctx context.Context) error {
 	if p.Dirs == (MPSDirs{}) {
 		p.Dirs = DefaultMPSDirs
 	}
-	drv := Driver{Root: p.DriverRoot}
+	drv := NvidiaTools{Root: p.DriverRoot}
 	// The daemon is not bound to ctx: it must get `quit` first.
 	cmd, err := drv.DaemonCommand(context.Background(), p.DeviceUUID, p.Dirs)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 )
 
-// Driver runs NVIDIA's own tools (nvidia-smi, nvidia-cuda-mps-control)
+// NvidiaTools runs NVIDIA's own tools (nvidia-smi, nvidia-cuda-mps-control)
 // chrooted into the driver root, as NVIDIA's DRA driver runs its MPS
 // control daemon (k8s-dra-driver-gpu templates/mps-control-daemon.tmpl.yaml:
 // `chroot /driver-root ...`) and as its device plugin documents for MPS
@@ -25,7 +25,7 @@ import (
 // architecture, so nothing of this image (a different libc) or of a
 // hard-coded library path leaks in. chroot needs CAP_SYS_CHROOT: the
 // plugin's container is privileged on real GPUs, and so is a daemon pod.
-type Driver struct {
+type NvidiaTools struct {
 	Root string // driver root as this process sees it, e.g. /driver-root; "" or "/" for no chroot
 }
 
@@ -36,7 +36,7 @@ const toolPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/
 // toolDirs are searched, inside the root, for a tool.
 var toolDirs = []string{"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin", "/usr/local/nvidia/bin"}
 
-func (d Driver) root() string {
+func (d NvidiaTools) root() string {
 	if d.Root == "" {
 		return "/"
 	}
@@ -45,7 +45,7 @@ func (d Driver) root() string {
 
 // Tool returns the command that runs one of the driver's tools inside the
 // root with only PATH and env in its environment.
-func (d Driver) Tool(ctx context.Context, name string, env []string, args ...string) (*exec.Cmd, error) {
+func (d NvidiaTools) Tool(ctx context.Context, name string, env []string, args ...string) (*exec.Cmd, error) {
 	root := d.root()
 	for _, dir := range toolDirs {
 		// Lstat: an absolute symlink resolves inside the root, not here.
@@ -68,7 +68,7 @@ func (d Driver) Tool(ctx context.Context, name string, env []string, args ...str
 // form NVIDIA's DRA driver uses (k8s-dra-driver-gpu
 // cmd/gpu-kubelet-plugin/nvlib.go, setTimeSlice:
 // `nvidia-smi compute-policy -i <uuid> --set-timeslice <0-3>`).
-func (d Driver) SetTimeSlice(uuid string, interval configapi.TimeSliceInterval) error {
+func (d NvidiaTools) SetTimeSlice(uuid string, interval configapi.TimeSliceInterval) error {
 	v, err := TimeSliceValue(interval)
 	if err != nil {
 		return err
@@ -105,14 +105,14 @@ func mpsEnv(uuid string, dirs MPSDirs) []string {
 
 // DaemonCommand is nvidia-cuda-mps-control in the foreground (-f) for one
 // device. The compute mode is left alone: see DaemonProgram.
-func (d Driver) DaemonCommand(ctx context.Context, uuid string, dirs MPSDirs) (*exec.Cmd, error) {
+func (d NvidiaTools) DaemonCommand(ctx context.Context, uuid string, dirs MPSDirs) (*exec.Cmd, error) {
 	return d.Tool(ctx, "nvidia-cuda-mps-control", mpsEnv(uuid, dirs), "-f")
 }
 
 // Quit asks the control daemon to shut down its servers and exit: NVIDIA's
 // documented way to stop MPS (`echo quit | nvidia-cuda-mps-control`, MPS
 // documentation, "Starting and Stopping MPS on Linux").
-func (d Driver) Quit(ctx context.Context, dirs MPSDirs) error {
+func (d NvidiaTools) Quit(ctx context.Context, dirs MPSDirs) error {
 	cmd, err := d.Tool(ctx, "nvidia-cuda-mps-control", mpsEnv("", dirs))
 	if err != nil {
 		return err

@@ -20,7 +20,7 @@ import (
 // A fake driver root: nvidia-smi and nvidia-cuda-mps-control are a static
 // recorder (testdata/recorder) that logs argv, environment, working
 // directory and the root it sees, so these tests cover every call the real
-// Driver makes, chroot included.
+// NvidiaTools makes, chroot included.
 
 const fakeUUID = "GPU-12345678-1234-1234-1234-123456789abc"
 
@@ -127,7 +127,7 @@ func checkRanInRoot(t *testing.T, r record, root string, env ...string) {
 
 func TestSetTimeSliceRunsNvidiaSmiInTheDriverRoot(t *testing.T) {
 	root := fakeDriverRoot(t)
-	d := Driver{Root: root}
+	d := NvidiaTools{Root: root}
 	for i, iv := range []configapi.TimeSliceInterval{configapi.DefaultTimeSlice, configapi.ShortTimeSlice, configapi.MediumTimeSlice, configapi.LongTimeSlice} {
 		if err := d.SetTimeSlice(fakeUUID, iv); err != nil {
 			t.Fatal(err)
@@ -150,7 +150,7 @@ func TestSetTimeSliceRunsNvidiaSmiInTheDriverRoot(t *testing.T) {
 }
 
 func TestToolMissingFromTheDriverRootNamesTheFix(t *testing.T) {
-	_, err := Driver{Root: t.TempDir()}.Tool(context.Background(), "nvidia-smi", nil)
+	_, err := NvidiaTools{Root: t.TempDir()}.Tool(context.Background(), "nvidia-smi", nil)
 	if err == nil || !strings.Contains(err.Error(), "--driver-root") || !strings.Contains(err.Error(), "driverRoot") {
 		t.Fatalf("missing tool: %v", err)
 	}
