@@ -27,8 +27,8 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 type options struct {
@@ -169,8 +169,8 @@ func (o *options) complete() error {
 }
 
 // publishOptions are the flags that shape what the node offers.
-func (o *options) publishOptions() slices.Options {
-	return slices.Options{DynamicMIG: o.gates.Enabled(DynamicMIG), FractionalMemory: o.fractional, FractionalGPUs: o.fractionalOn}
+func (o *options) publishOptions() resourceslices.Options {
+	return resourceslices.Options{DynamicMIG: o.gates.Enabled(DynamicMIG), FractionalMemory: o.fractional, FractionalGPUs: o.fractionalOn}
 }
 
 func printSlices(cmd *cobra.Command, o *options) error {
@@ -197,10 +197,10 @@ func printSlices(cmd *cobra.Command, o *options) error {
 		return err
 	}
 	res := table.Resources(o.nodeName)
-	if err := slices.Validate(res); err != nil {
+	if err := resourceslices.Validate(res); err != nil {
 		return err
 	}
-	return slices.PrintYAML(cmd.OutOrStdout(), slices.Objects(o.driverName, o.nodeName, res))
+	return resourceslices.PrintYAML(cmd.OutOrStdout(), resourceslices.Objects(o.driverName, o.nodeName, res))
 }
 
 func run(ctx context.Context, o *options) error {

@@ -24,7 +24,7 @@ import (
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/devicestatus"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // TestPrintSlices runs the command as a user would and checks its output
@@ -95,7 +95,7 @@ func TestPrintSlices(t *testing.T) {
 				t.Errorf("%d MIG devices published, want %d", migs, tc.migDevices)
 			}
 			t.Logf("%s: %d devices in %d slices", tc.profile, tc.gpus+migs, len(pool.Slices))
-			if err := slices.Validate(resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"n1": pool}}); err != nil {
+			if err := resourceslices.Validate(resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"n1": pool}}); err != nil {
 				t.Fatalf("printed slices break API rules: %v", err)
 			}
 		})

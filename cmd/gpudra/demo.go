@@ -27,7 +27,7 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 const (
@@ -119,7 +119,7 @@ func runDemo(ctx context.Context, profile, smi string) error {
 		watched <- publication{s, time.Since(start), err}
 	}()
 	d, err := driver.Start(ctx, driver.Config{DriverName: driverName, NodeName: nodeName, Client: client, Backend: be,
-		StateDir: dir("state"), CDIDir: dir("cdi"), PluginDir: dir("plugin"), RegistrarDir: dir("registry"), Publish: slices.Options{DynamicMIG: true}})
+		StateDir: dir("state"), CDIDir: dir("cdi"), PluginDir: dir("plugin"), RegistrarDir: dir("registry"), Publish: resourceslices.Options{DynamicMIG: true}})
 	if err != nil {
 		return err
 	}
@@ -261,7 +261,7 @@ func waitForSlices(ctx context.Context, client *fake.Clientset) ([]*resourceapi.
 			return nil, err
 		}
 		// Complete once every slice the pool announces is there.
-		if slices.CompletePool(list.Items) {
+		if resourceslices.CompletePool(list.Items) {
 			out := make([]*resourceapi.ResourceSlice, 0, len(list.Items))
 			for i := range list.Items {
 				out = append(out, &list.Items[i])

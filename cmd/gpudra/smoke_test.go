@@ -13,8 +13,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi/cditest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
-	pubslices "github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 func statuses(r *report) map[string]string {
@@ -46,8 +46,8 @@ func smokeFiles(t *testing.T, edit func(gpus []string, lgip *strings.Builder)) (
 		t.Fatal(err)
 	}
 	var y bytes.Buffer
-	res := pubslices.Build(smokeNode, inv, pubslices.Options{DynamicMIG: true})
-	if err := pubslices.PrintYAML(&y, pubslices.Objects(driverName, smokeNode, res)); err != nil {
+	res := resourceslices.Build(smokeNode, inv, resourceslices.Options{DynamicMIG: true})
+	if err := resourceslices.PrintYAML(&y, resourceslices.Objects(driverName, smokeNode, res)); err != nil {
 		t.Fatal(err)
 	}
 	var gpus []string

@@ -4,7 +4,7 @@
 // devices, one claim per device, with the scheduler's structured allocator
 // over the slices the plugin publishes, and counts the orders that are
 // allocated in full. The placement order in the slices decides the figure
-// (pkg/slices/packing.go).
+// (pkg/resourceslices/packing.go).
 package migpacking
 
 import (
@@ -17,8 +17,8 @@ import (
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 // Models are the MIG-capable simulated models the benchmark covers by default.
@@ -75,7 +75,7 @@ func Run(t schedtest.T, model string, o Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	res := slices.Build("n1", inv, slices.Options{DynamicMIG: true})
+	res := resourceslices.Build("n1", inv, resourceslices.Options{DynamicMIG: true})
 	if o.Order == Ascending {
 		res = ascending(res, inv.GPUs[0])
 	}
@@ -109,7 +109,7 @@ func discover(model string) (*nvdev.Inventory, error) {
 		if err != nil {
 			return nil, err
 		}
-		if slices.ModeOf(inv.GPUs[0], slices.Options{DynamicMIG: true}) == slices.DynamicMIG {
+		if resourceslices.ModeOf(inv.GPUs[0], resourceslices.Options{DynamicMIG: true}) == resourceslices.DynamicMIG {
 			return inv, nil
 		}
 	}
@@ -132,10 +132,10 @@ func migProfiles(res resourceslice.DriverResources) ([]string, []int) {
 	var counts []int
 	for _, s := range res.Pools["n1"].Slices {
 		for _, d := range s.Devices {
-			if *d.Attributes[slices.AttrType].StringValue != slices.TypeMIG {
+			if *d.Attributes[resourceslices.AttrType].StringValue != resourceslices.TypeMIG {
 				continue
 			}
-			p := *d.Attributes[slices.AttrProfile].StringValue
+			p := *d.Attributes[resourceslices.AttrProfile].StringValue
 			i, ok := index[p]
 			if !ok {
 				i = len(names)
@@ -254,12 +254,12 @@ func ascending(res resourceslice.DriverResources, g *nvdev.GPU) resourceslice.Dr
 		}
 	}
 	var order []resourceapi.Device
-	if d, ok := byName[slices.GPUDeviceName(g.Minor)]; ok {
+	if d, ok := byName[resourceslices.GPUDeviceName(g.Minor)]; ok {
 		order = append(order, d)
 	}
 	for _, p := range g.MigProfiles {
 		for _, pl := range p.Placements {
-			order = append(order, byName[slices.MigDeviceName(g.Minor, p.Name, pl.Start)])
+			order = append(order, byName[resourceslices.MigDeviceName(g.Minor, p.Name, pl.Start)])
 		}
 	}
 	out := resourceslice.Pool{}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/deployments/static"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // T is the part of testing.TB the cluster uses, so that the offline demo
@@ -54,7 +54,7 @@ var Features = structured.Features{
 func New(t T, driverName, nodeName string, res resourceslice.DriverResources) *Cluster {
 	t.Helper()
 	var objs []*resourceapi.ResourceSlice
-	for i, s := range slices.Objects(driverName, nodeName, res) {
+	for i, s := range resourceslices.Objects(driverName, nodeName, res) {
 		s := s
 		s.Name = fmt.Sprintf("%s%d", s.GenerateName, i)
 		objs = append(objs, &s)

@@ -14,14 +14,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 // fixture is a recorded cluster state (as `gpudra diagnose --dump` writes
 // it) and the diagnosis it must get. A node's ResourceSlices are not
 // recorded, which would be thousands of lines for eight H100s with MIG, but
-// rebuilt by pkg/slices from the simulator, exactly as the plugin
+// rebuilt by pkg/resourceslices from the simulator, exactly as the plugin
 // publishes them.
 type fixture struct {
 	Description string          `json:"description"`
@@ -70,8 +70,8 @@ func loadFixture(t *testing.T, path string) *fixture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res := slices.Build(n.Node, inv, slices.Options{DynamicMIG: n.DynamicMIG, FractionalMemory: len(n.FractionalGPUs) > 0, FractionalGPUs: n.FractionalGPUs})
-		for i, s := range slices.Objects(f.Snapshot.DriverName, n.Node, res) {
+		res := resourceslices.Build(n.Node, inv, resourceslices.Options{DynamicMIG: n.DynamicMIG, FractionalMemory: len(n.FractionalGPUs) > 0, FractionalGPUs: n.FractionalGPUs})
+		for i, s := range resourceslices.Objects(f.Snapshot.DriverName, n.Node, res) {
 			if gslices.Contains(n.DropSlices, i) {
 				continue
 			}

@@ -32,8 +32,8 @@ import (
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
-	gpuslices "github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 // The chaos test runs the plugin as a child process (this test binary,
@@ -85,7 +85,7 @@ func runPluginChildIfRequested() {
 	_, err = Start(ctx, Config{
 		DriverName: testDriver, NodeName: testNode, Client: fakeapi.NewClientset(objects...), Backend: be,
 		StateDir: state, CDIDir: filepath.Join(root, "cdi"), PluginDir: filepath.Join(root, "plugin"+cfg.Instance), RegistrarDir: filepath.Join(root, "registry"+cfg.Instance),
-		Publish:           gpuslices.Options{DynamicMIG: true, FractionalMemory: len(cfg.FractionalGPUs) > 0, FractionalGPUs: cfg.FractionalGPUs},
+		Publish:           resourceslices.Options{DynamicMIG: true, FractionalMemory: len(cfg.FractionalGPUs) > 0, FractionalGPUs: cfg.FractionalGPUs},
 		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},
 	})
 	if err != nil {

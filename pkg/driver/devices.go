@@ -8,14 +8,14 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // DeviceTable is what a node offers: its inventory, published with the
 // node's options, where GPUs on which the checkpoint holds MIG devices this
 // driver created stay dynamically partitioned (rather than being taken for
 // an admin's static MIG layout). The plugin and --print-slices both use it.
-func DeviceTable(inv *nvdev.Inventory, o slices.Options, records []checkpoint.PreparedClaim) slices.Table {
+func DeviceTable(inv *nvdev.Inventory, o resourceslices.Options, records []checkpoint.PreparedClaim) resourceslices.Table {
 	o.DynamicParents = map[string]bool{}
 	for _, rec := range records {
 		for _, d := range rec.Devices {
@@ -24,15 +24,15 @@ func DeviceTable(inv *nvdev.Inventory, o slices.Options, records []checkpoint.Pr
 			}
 		}
 	}
-	return slices.NewTable(inv, o)
+	return resourceslices.NewTable(inv, o)
 }
 
 // PreviewDeviceTable is DeviceTable for a node's state directory, read
 // without changing anything in it.
-func PreviewDeviceTable(inv *nvdev.Inventory, o slices.Options, stateDir string) (slices.Table, error) {
+func PreviewDeviceTable(inv *nvdev.Inventory, o resourceslices.Options, stateDir string) (resourceslices.Table, error) {
 	records, err := checkpoint.ReadOnly(checkpointDir(stateDir))
 	if err != nil {
-		return slices.Table{}, fmt.Errorf("read the checkpoint: %w", err)
+		return resourceslices.Table{}, fmt.Errorf("read the checkpoint: %w", err)
 	}
 	return DeviceTable(inv, o, records), nil
 }
@@ -40,7 +40,7 @@ func PreviewDeviceTable(inv *nvdev.Inventory, o slices.Options, stateDir string)
 // allocatable maps the table's entries to what prepare needs, keyed by
 // device name, and lists the NVML handles the health monitor watches. It
 // makes no decision of its own: the table made them.
-func allocatable(pool string, table slices.Table) (map[string]*prepare.AllocatableDevice, []health.Device) {
+func allocatable(pool string, table resourceslices.Table) (map[string]*prepare.AllocatableDevice, []health.Device) {
 	devices := make(map[string]*prepare.AllocatableDevice, len(table.Entries))
 	watched := make([]health.Device, 0, len(table.Entries))
 	for _, e := range table.Entries {
@@ -48,7 +48,7 @@ func allocatable(pool string, table slices.Table) (map[string]*prepare.Allocatab
 			Name: e.Device.Name, Kind: kinds[e.Kind], GPU: e.GPU, Partitionable: e.Partitionable,
 			StaticUUID: e.StaticUUID, GIID: e.GIID, CIID: e.CIID,
 		}
-		if e.Kind != slices.KindGPU {
+		if e.Kind != resourceslices.KindGPU {
 			d.Placement = mig.Placement{Profile: e.Profile, Start: e.Start, Size: e.Size}
 		}
 		devices[d.Name] = d
@@ -61,8 +61,8 @@ func allocatable(pool string, table slices.Table) (map[string]*prepare.Allocatab
 	return devices, watched
 }
 
-var kinds = map[slices.Kind]prepare.DeviceKind{
-	slices.KindGPU:        prepare.WholeGPU,
-	slices.KindStaticMIG:  prepare.StaticMig,
-	slices.KindDynamicMIG: prepare.DynamicMig,
+var kinds = map[resourceslices.Kind]prepare.DeviceKind{
+	resourceslices.KindGPU:        prepare.WholeGPU,
+	resourceslices.KindStaticMIG:  prepare.StaticMig,
+	resourceslices.KindDynamicMIG: prepare.DynamicMig,
 }

@@ -28,8 +28,8 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 // Config is everything the driver needs at start.
@@ -48,7 +48,7 @@ type Config struct {
 	Metrics          *metrics.Metrics
 	// Publish says how GPUs are offered (dynamic MIG, memory fractions);
 	// DynamicParents is filled in from the checkpoint at start.
-	Publish slices.Options
+	Publish resourceslices.Options
 	// SharingStrategies are the strategies claims may ask for.
 	SharingStrategies []configapi.SharingStrategy
 	// Health: taint effect and ignored XIDs (health.go).
@@ -112,7 +112,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	table := DeviceTable(cfg.Backend.Inventory, cfg.Publish, store.List())
 	resources := table.Resources(cfg.NodeName)
-	if err := slices.Validate(resources); err != nil {
+	if err := resourceslices.Validate(resources); err != nil {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
 	}
 	devices, watched := allocatable(cfg.NodeName, table)
@@ -185,8 +185,8 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	// stream, taints in the slices and claims' device conditions.
 	go d.health.Run(ctx)
 	go d.followHealth(ctx, func(ctx context.Context, taints map[string][]resourceapi.DeviceTaint) error {
-		res := slices.WithTaints(resources, taints)
-		if err := slices.Validate(res); err != nil {
+		res := resourceslices.WithTaints(resources, taints)
+		if err := resourceslices.Validate(res); err != nil {
 			return err
 		}
 		return d.helper.PublishResources(ctx, res)

@@ -25,8 +25,8 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
-	gpuslices "github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 const (
@@ -107,7 +107,7 @@ func (n *node) start(profile string) {
 	n.driver, err = Start(ctx, Config{
 		DriverName: testDriver, NodeName: testNode, Client: n.client, Backend: be,
 		StateDir: n.dir("state"), CDIDir: n.dir("cdi"), PluginDir: n.dir("plugin"), RegistrarDir: n.dir("registry"),
-		Publish:           gpuslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional},
+		Publish:           resourceslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional},
 		Health:            n.health,
 		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},
 	})
@@ -247,7 +247,7 @@ func (n *node) publishedSlices() []resourceapi.ResourceSlice {
 	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
 		list, err = n.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		return err == nil && gpuslices.CompletePool(list.Items), err
+		return err == nil && resourceslices.CompletePool(list.Items), err
 	})
 	if err != nil {
 		n.t.Fatalf("ResourceSlices not published: %v", err)

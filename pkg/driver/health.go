@@ -13,7 +13,7 @@ import (
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // HealthConfig is how device health reaches the cluster.
@@ -109,7 +109,7 @@ func (d *Driver) followHealth(ctx context.Context, publish func(context.Context,
 				healthy = 1
 			} else {
 				taints[w.DeviceName] = []resourceapi.DeviceTaint{{
-					Key: slices.TaintUnhealthy, Value: st.Reason, Effect: d.cfg.Health.TaintEffect,
+					Key: resourceslices.TaintUnhealthy, Value: st.Reason, Effect: d.cfg.Health.TaintEffect,
 					// Whole seconds: what the apiserver stores, so that an
 					// unchanged taint is not re-sent.
 					TimeAdded: &metav1.Time{Time: time.Unix(st.Since.Unix(), 0)},
@@ -164,13 +164,13 @@ func (d *Driver) reportGPUs(ctx context.Context, watched []health.Device, sick m
 			for _, f := range faults {
 				why = append(why, f.Message)
 			}
-			msg := fmt.Sprintf("GPU %s is unhealthy: %s; its devices are tainted %s (%s)", w.UUID, strings.Join(why, "; "), slices.TaintUnhealthy, d.cfg.Health.TaintEffect)
+			msg := fmt.Sprintf("GPU %s is unhealthy: %s; its devices are tainted %s (%s)", w.UUID, strings.Join(why, "; "), resourceslices.TaintUnhealthy, d.cfg.Health.TaintEffect)
 			logger.Info("GPU unhealthy", "gpu", w.UUID, "faults", why)
 			go recordNodeEvent(ctx, d.cfg.Client, d.cfg.NodeName, v1.EventTypeWarning, "GPUUnhealthy", msg)
 		case len(faults) == 0 && sick[w.UUID]:
 			delete(sick, w.UUID)
 			logger.Info("GPU recovered", "gpu", w.UUID)
-			go recordNodeEvent(ctx, d.cfg.Client, d.cfg.NodeName, v1.EventTypeNormal, "GPURecovered", fmt.Sprintf("GPU %s is healthy again; the %s taint is removed", w.UUID, slices.TaintUnhealthy))
+			go recordNodeEvent(ctx, d.cfg.Client, d.cfg.NodeName, v1.EventTypeNormal, "GPURecovered", fmt.Sprintf("GPU %s is healthy again; the %s taint is removed", w.UUID, resourceslices.TaintUnhealthy))
 		}
 	}
 }

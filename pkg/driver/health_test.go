@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 
-	gpuslices "github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // taintOf returns the unhealthy taint of a published device ("" if none)
@@ -26,7 +26,7 @@ func (n *node) taintOf(device string) string {
 				continue
 			}
 			for _, t := range d.Taints {
-				if t.Key == gpuslices.TaintUnhealthy {
+				if t.Key == resourceslices.TaintUnhealthy {
 					return t.Value + "/" + string(t.Effect)
 				}
 			}
@@ -65,7 +65,7 @@ func TestXIDTaintsTheDeviceUntilTheGPURecovers(t *testing.T) {
 	n.publishedSlices()
 	sim, inv := n.driver.cfg.Backend.Simulator, n.driver.cfg.Backend.Inventory
 	uuid := inv.GPUs[1].UUID
-	device := gpuslices.GPUDeviceName(inv.GPUs[1].Minor)
+	device := resourceslices.GPUDeviceName(inv.GPUs[1].Minor)
 	claim := n.claim("sick", []string{device})
 	n.mustPrepare(claim)
 	waitFor(t, "healthy condition", func() bool { return n.healthCondition("sick") == "Healthy=True/NoFaults" })
@@ -101,7 +101,7 @@ func TestXIDTaintsTheDeviceUntilTheGPURecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "taint", func() bool { return n.taintOf(device) == "xid-79/NoExecute" })
-	if other := gpuslices.GPUDeviceName(inv.GPUs[0].Minor); n.taintOf(other) != "" {
+	if other := resourceslices.GPUDeviceName(inv.GPUs[0].Minor); n.taintOf(other) != "" {
 		t.Fatalf("healthy %s tainted: %s", other, n.taintOf(other))
 	}
 	waitHealth(drahealthv1.HealthStatus_UNHEALTHY)

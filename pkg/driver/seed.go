@@ -12,7 +12,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // seedSlices publishes a node's first ResourceSlices directly, before the
@@ -24,7 +24,7 @@ import (
 // devices visible within milliseconds of discovery.
 //
 // The seeded objects are exactly what the controller itself would create
-// for a pool it has never published (slices.Objects), with the node as
+// for a pool it has never published (resourceslices.Objects), with the node as
 // controlling owner, so the controller adopts them without an API call
 // (TestSeededSlicesAdoptedWithoutWrites proves it against the real
 // controller). If that contract ever drifted, the controller would simply
@@ -50,7 +50,7 @@ func seedSlices(ctx context.Context, client kubernetes.Interface, driverName, no
 		return 0, fmt.Errorf("get node for the slices' owner reference: %w", err)
 	}
 	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: nodeName, UID: node.UID, Controller: ptr.To(true)}
-	objs := slices.Objects(driverName, nodeName, resources)
+	objs := resourceslices.Objects(driverName, nodeName, resources)
 	g, ctx := errgroup.WithContext(ctx)
 	for i := range objs {
 		slice := &objs[i]

@@ -16,8 +16,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 // doneQueue tells when the controller has finished one sync of a pool.
@@ -72,7 +72,7 @@ func simulatedResources(t *testing.T, profile string) resourceslice.DriverResour
 	if err != nil {
 		t.Fatal(err)
 	}
-	return slices.Build(testNode, inv, slices.Options{DynamicMIG: true})
+	return resourceslices.Build(testNode, inv, resourceslices.Options{DynamicMIG: true})
 }
 
 func TestSeededSlicesAdoptedWithoutWrites(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
-	gpuslices "github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 // TestEveryPublishedDeviceIsPreparable prepares, one claim at a time, every
@@ -78,7 +78,7 @@ func TestPreviewShowsWhatTheNodePublishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := gpuslices.Options{DynamicMIG: true}
+	opts := resourceslices.Options{DynamicMIG: true}
 	preview, err := PreviewDeviceTable(inv, opts, n.dir("state"))
 	if err != nil {
 		t.Fatal(err)
@@ -88,12 +88,12 @@ func TestPreviewShowsWhatTheNodePublishes(t *testing.T) {
 	}
 	// Without the checkpoint the MIG device would be taken for an admin's
 	// static layout: that is what the preview must not show.
-	if blind := entryNames(gpuslices.NewTable(inv, opts)); slices.Equal(blind, published) {
+	if blind := entryNames(resourceslices.NewTable(inv, opts)); slices.Equal(blind, published) {
 		t.Fatalf("the test does not exercise the checkpoint: %v", blind)
 	}
 }
 
-func entryNames(t gpuslices.Table) []string {
+func entryNames(t resourceslices.Table) []string {
 	var out []string
 	for _, e := range t.Entries {
 		out = append(out, e.Device.Name)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
-	dra "github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 func newSim(t *testing.T, profile string) (*simulate.Simulator, string) {
@@ -519,11 +519,11 @@ func TestEveryModelStarts(t *testing.T) {
 				t.Errorf("%s: profiles %v, want %v", model, got, want)
 			}
 			for _, dynamic := range []bool{false, true} {
-				res := dra.Build("n1", inv, dra.Options{DynamicMIG: dynamic})
-				if err := dra.Validate(res); err != nil {
+				res := resourceslices.Build("n1", inv, resourceslices.Options{DynamicMIG: dynamic})
+				if err := resourceslices.Validate(res); err != nil {
 					t.Errorf("%s%s dynamic MIG %v: %v", model, suffix, dynamic, err)
 				}
-				if len(dra.Objects("gpu.nvidia.com", "n1", res)) == 0 {
+				if len(resourceslices.Objects("gpu.nvidia.com", "n1", res)) == 0 {
 					t.Errorf("%s%s: no slices", model, suffix)
 				}
 			}

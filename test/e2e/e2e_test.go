@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	driverslices "github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // TestDriver runs the scenarios in order on one cluster: they share its
@@ -286,7 +286,7 @@ func completePool(t *testing.T) []resourceapi.ResourceSlice {
 			return false, "none"
 		}
 		slices = list.Items
-		return driverslices.CompletePool(list.Items), "partial pool"
+		return resourceslices.CompletePool(list.Items), "partial pool"
 	})
 	return slices
 }

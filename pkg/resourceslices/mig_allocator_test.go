@@ -1,4 +1,4 @@
-package slices_test
+package resourceslices_test
 
 import (
 	"fmt"
@@ -7,16 +7,16 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 // a100Node has an A100-80GB whose MIG mode an admin turned on: the only way
 // an A100 is offered for dynamic MIG.
 func a100Node(t *testing.T) *schedtest.Cluster {
 	inv := simulatedInventory(t, "a100-80gbx1"+simulate.MigSuffix)
-	res := slices.Build("n1", inv, slices.Options{DynamicMIG: true})
-	if err := slices.Validate(res); err != nil {
+	res := resourceslices.Build("n1", inv, resourceslices.Options{DynamicMIG: true})
+	if err := resourceslices.Validate(res); err != nil {
 		t.Fatal(err)
 	}
 	return schedtest.New(t, driverName, "n1", res)
@@ -76,7 +76,7 @@ func TestA100MixedLayouts(t *testing.T) {
 }
 
 func h100Node(t *testing.T) *schedtest.Cluster {
-	return schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x1"), slices.Options{DynamicMIG: true}))
+	return schedtest.New(t, driverName, "n1", resourceslices.Build("n1", simulatedInventory(t, "h100x1"), resourceslices.Options{DynamicMIG: true}))
 }
 
 func TestWholeGPUAndMigExcludeEachOther(t *testing.T) {
@@ -98,7 +98,7 @@ func TestWholeGPUAndMigExcludeEachOther(t *testing.T) {
 }
 
 func TestMigDevicesOnOneParent(t *testing.T) {
-	c := schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x8"), slices.Options{DynamicMIG: true}))
+	c := schedtest.New(t, driverName, "n1", resourceslices.Build("n1", simulatedInventory(t, "h100x8"), resourceslices.Options{DynamicMIG: true}))
 	parent := resourceapi.FullyQualifiedName("gpu.nvidia.com/parentUUID")
 	claim := schedtest.Claim("four", migRequest("a", "1g.10gb"), migRequest("b", "1g.10gb"), migRequest("c", "2g.20gb"), migRequest("d", "3g.40gb"))
 	claim.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{MatchAttribute: &parent}}
@@ -118,7 +118,7 @@ func TestMigDevicesOnOneParent(t *testing.T) {
 // TestMigMemoryGuard: four 1g.20gb take the H100's memory (and all eight
 // memory slices); nothing else fits next to them.
 func TestMigMemoryGuard(t *testing.T) {
-	c := schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x1"), slices.Options{DynamicMIG: true}))
+	c := schedtest.New(t, driverName, "n1", resourceslices.Build("n1", simulatedInventory(t, "h100x1"), resourceslices.Options{DynamicMIG: true}))
 	four := schedtest.Claim("four", migRequest("a", "1g.20gb"), migRequest("b", "1g.20gb"), migRequest("c", "1g.20gb"), migRequest("d", "1g.20gb"))
 	if got := c.Allocate(four); got == nil {
 		t.Fatal("4 x 1g.20gb (80Gi) does not fit an H100")
@@ -135,8 +135,8 @@ func TestMigMemoryGuard(t *testing.T) {
 func TestMigModeOnWithoutDevicesIsNotAWholeGPU(t *testing.T) {
 	for _, profile := range []string{"a100-80gbx1", "h100x1"} {
 		inv := simulatedInventory(t, profile+simulate.MigSuffix)
-		for _, o := range []slices.Options{{}, {FractionalMemory: true}} {
-			for _, s := range slices.Build("n1", inv, o).Pools["n1"].Slices {
+		for _, o := range []resourceslices.Options{{}, {FractionalMemory: true}} {
+			for _, s := range resourceslices.Build("n1", inv, o).Pools["n1"].Slices {
 				if len(s.Devices) > 0 {
 					t.Fatalf("%s in MIG mode without MIG devices, options %+v: published %s", profile, o, s.Devices[0].Name)
 				}

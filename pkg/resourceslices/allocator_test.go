@@ -1,4 +1,4 @@
-package slices_test
+package resourceslices_test
 
 import (
 	"path/filepath"
@@ -7,8 +7,8 @@ import (
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 	resourceapi "k8s.io/api/resource/v1"
 )
 
@@ -31,7 +31,7 @@ func mixedNode(t *testing.T) *schedtest.Cluster {
 		g.Minor, g.Index = 4+i, 4+i
 	}
 	h100.GPUs = append(h100.GPUs, a100.GPUs...)
-	return schedtest.New(t, driverName, "n1", slices.Build("n1", h100, slices.Options{}))
+	return schedtest.New(t, driverName, "n1", resourceslices.Build("n1", h100, resourceslices.Options{}))
 }
 
 func TestAllocatorSelectsByAttributes(t *testing.T) {
@@ -90,7 +90,7 @@ func expectAll(model string) func(t *testing.T, c *schedtest.Cluster, devices []
 }
 
 func TestAllocatorMatchAttributePCIeRoot(t *testing.T) {
-	c := schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x8"), slices.Options{}))
+	c := schedtest.New(t, driverName, "n1", resourceslices.Build("n1", simulatedInventory(t, "h100x8"), resourceslices.Options{}))
 	root := resourceapi.FullyQualifiedName("resource.kubernetes.io/pcieRoot")
 	for i := 0; i < 4; i++ {
 		claim := schedtest.Claim("pair", schedtest.Request("gpus", "gpu.nvidia.com", 2))
@@ -111,7 +111,7 @@ func TestAllocatorMatchAttributePCIeRoot(t *testing.T) {
 }
 
 func TestAllocatorNeverHandsOutAGPUTwice(t *testing.T) {
-	c := schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x8"), slices.Options{}))
+	c := schedtest.New(t, driverName, "n1", resourceslices.Build("n1", simulatedInventory(t, "h100x8"), resourceslices.Options{}))
 	seen := map[string]bool{}
 	for i := 0; i < 8; i++ {
 		got := schedtest.Devices(c.Allocate(schedtest.Claim("c", schedtest.Request("gpu", "gpu.nvidia.com", 1))))
@@ -126,7 +126,7 @@ func TestAllocatorNeverHandsOutAGPUTwice(t *testing.T) {
 }
 
 func TestExtendedResourceClass(t *testing.T) {
-	c := schedtest.New(t, driverName, "n1", slices.Build("n1", simulatedInventory(t, "h100x8"), slices.Options{}))
+	c := schedtest.New(t, driverName, "n1", resourceslices.Build("n1", simulatedInventory(t, "h100x8"), resourceslices.Options{}))
 	var gpuClass *resourceapi.DeviceClass
 	for _, dc := range c.Classes {
 		if dc.Spec.ExtendedResourceName != nil && *dc.Spec.ExtendedResourceName == "nvidia.com/gpu" {

@@ -1,11 +1,12 @@
-// Package slices turns an nvdev.Inventory into the ResourceSlices a node
+// Package resourceslices turns an nvdev.Inventory into the ResourceSlices a node
 // publishes. It holds the device naming scheme and the attribute names that
 // users' CEL selectors depend on, and checks the result against the API's
 // limits before anything is sent.
-package slices
+package resourceslices
 
 import (
 	"fmt"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -130,15 +131,7 @@ func (o Options) shares(g *nvdev.GPU) bool {
 	if !o.FractionalMemory {
 		return false
 	}
-	if len(o.FractionalGPUs) == 0 {
-		return true
-	}
-	for _, m := range o.FractionalGPUs {
-		if m == g.Minor {
-			return true
-		}
-	}
-	return false
+	return len(o.FractionalGPUs) == 0 || slices.Contains(o.FractionalGPUs, g.Minor)
 }
 
 // ModeOf decides how a GPU is published.

@@ -1,4 +1,4 @@
-package slices_test
+package resourceslices_test
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 func memShare(name, memory string) *resourceapi.ResourceClaim {
@@ -16,8 +16,8 @@ func memShare(name, memory string) *resourceapi.ResourceClaim {
 }
 
 func TestMemoryFractionSharing(t *testing.T) {
-	res := slices.Build("n1", simulatedInventory(t, "h100x1"), slices.Options{FractionalMemory: true})
-	if err := slices.Validate(res); err != nil {
+	res := resourceslices.Build("n1", simulatedInventory(t, "h100x1"), resourceslices.Options{FractionalMemory: true})
+	if err := resourceslices.Validate(res); err != nil {
 		t.Fatal(err)
 	}
 	c := schedtest.New(t, driverName, "n1", res)
@@ -45,7 +45,7 @@ func TestMemoryFractionSharing(t *testing.T) {
 }
 
 func TestMemoryFractionRoundsUpAndMixesWithWholeGPUs(t *testing.T) {
-	res := slices.Build("n1", simulatedInventory(t, "h100x2"), slices.Options{FractionalMemory: true, FractionalGPUs: []int{1}})
+	res := resourceslices.Build("n1", simulatedInventory(t, "h100x2"), resourceslices.Options{FractionalMemory: true, FractionalGPUs: []int{1}})
 	c := schedtest.New(t, driverName, "n1", res)
 	// Unsized claims take a whole GPU: gpu-0 (exclusive) comes first.
 	whole := c.Allocate(schedtest.Claim("whole", schedtest.Request("gpu", "gpu.nvidia.com", 1)))

@@ -1,4 +1,4 @@
-package slices_test
+package resourceslices_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // BenchmarkAllocateDynamicMIG is the scheduler's cost of one claim on an
@@ -14,7 +14,7 @@ import (
 // published order until one matches, so the order sets the cost.
 func BenchmarkAllocateDynamicMIG(b *testing.B) {
 	inv := simulatedInventory(&testing.T{}, "h100x8")
-	c := schedtest.New(b, driverName, "n1", slices.Build("n1", inv, slices.Options{DynamicMIG: true}))
+	c := schedtest.New(b, driverName, "n1", resourceslices.Build("n1", inv, resourceslices.Options{DynamicMIG: true}))
 	for _, bc := range []struct {
 		name  string
 		claim *resourceapi.ResourceClaim

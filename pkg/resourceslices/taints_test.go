@@ -1,4 +1,4 @@
-package slices_test
+package resourceslices_test
 
 import (
 	"fmt"
@@ -11,11 +11,11 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 func unhealthy(reason string, effect resourceapi.DeviceTaintEffect) []resourceapi.DeviceTaint {
-	return []resourceapi.DeviceTaint{{Key: slices.TaintUnhealthy, Value: reason, Effect: effect, TimeAdded: &metav1.Time{Time: time.Unix(1700000000, 0)}}}
+	return []resourceapi.DeviceTaint{{Key: resourceslices.TaintUnhealthy, Value: reason, Effect: effect, TimeAdded: &metav1.Time{Time: time.Unix(1700000000, 0)}}}
 }
 
 func devicesOf(res resourceslice.DriverResources) map[string]resourceapi.Device {
@@ -35,23 +35,23 @@ func TestTaintedPoolIsSplitUnderTheLowerLimit(t *testing.T) {
 	// allows only 64 devices in its slice.
 	var devices []resourceapi.Device
 	for i := range 100 {
-		devices = append(devices, resourceapi.Device{Name: slices.GPUDeviceName(i)})
+		devices = append(devices, resourceapi.Device{Name: resourceslices.GPUDeviceName(i)})
 	}
 	res := resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"n1": {Slices: []resourceslice.Slice{{Devices: devices}}}}}
-	if err := slices.Validate(res); err != nil {
+	if err := resourceslices.Validate(res); err != nil {
 		t.Fatal(err)
 	}
 	naive := devicesOf(res)
 	d := naive["gpu-42"]
 	d.Taints = unhealthy("xid-79", resourceapi.DeviceTaintEffectNoSchedule)
 	res.Pools["n1"].Slices[0].Devices[42] = d
-	if err := slices.Validate(res); err == nil || !strings.Contains(err.Error(), "limit 64") {
+	if err := resourceslices.Validate(res); err == nil || !strings.Contains(err.Error(), "limit 64") {
 		t.Fatalf("Validate of 100 devices with a taint in one slice = %v, want the 64 limit", err)
 	}
 	res.Pools["n1"].Slices[0].Devices[42].Taints = nil
 
-	tainted := slices.WithTaints(res, map[string][]resourceapi.DeviceTaint{"gpu-42": unhealthy("xid-79", resourceapi.DeviceTaintEffectNoSchedule)})
-	if err := slices.Validate(tainted); err != nil {
+	tainted := resourceslices.WithTaints(res, map[string][]resourceapi.DeviceTaint{"gpu-42": unhealthy("xid-79", resourceapi.DeviceTaintEffectNoSchedule)})
+	if err := resourceslices.Validate(tainted); err != nil {
 		t.Fatal(err)
 	}
 	got := tainted.Pools["n1"].Slices
@@ -65,17 +65,17 @@ func TestTaintedPoolIsSplitUnderTheLowerLimit(t *testing.T) {
 	if len(res.Pools["n1"].Slices) != 1 || len(res.Pools["n1"].Slices[0].Devices[42].Taints) != 0 {
 		t.Fatal("WithTaints modified its input")
 	}
-	if same := slices.WithTaints(res, nil); len(same.Pools["n1"].Slices) != 1 {
+	if same := resourceslices.WithTaints(res, nil); len(same.Pools["n1"].Slices) != 1 {
 		t.Fatal("a pool without taints was re-split")
 	}
 }
 
 func TestTaintsOnAPartitionedNode(t *testing.T) {
 	inv := simulatedInventory(t, "h100x8")
-	res := slices.Build("n1", inv, slices.Options{DynamicMIG: true})
-	name := slices.MigDeviceName(3, inv.GPUs[3].MigProfiles[0].Name, inv.GPUs[3].MigProfiles[0].Placements[0].Start)
-	tainted := slices.WithTaints(res, map[string][]resourceapi.DeviceTaint{"gpu-3": unhealthy("ecc-dbe", resourceapi.DeviceTaintEffectNoExecute), name: unhealthy("ecc-dbe", resourceapi.DeviceTaintEffectNoExecute)})
-	if err := slices.Validate(tainted); err != nil {
+	res := resourceslices.Build("n1", inv, resourceslices.Options{DynamicMIG: true})
+	name := resourceslices.MigDeviceName(3, inv.GPUs[3].MigProfiles[0].Name, inv.GPUs[3].MigProfiles[0].Placements[0].Start)
+	tainted := resourceslices.WithTaints(res, map[string][]resourceapi.DeviceTaint{"gpu-3": unhealthy("ecc-dbe", resourceapi.DeviceTaintEffectNoExecute), name: unhealthy("ecc-dbe", resourceapi.DeviceTaintEffectNoExecute)})
+	if err := resourceslices.Validate(tainted); err != nil {
 		t.Fatal(err)
 	}
 	before, after := devicesOf(res), devicesOf(tainted)
@@ -85,7 +85,7 @@ func TestTaintsOnAPartitionedNode(t *testing.T) {
 }
 
 func TestValidateRejectsBadTaints(t *testing.T) {
-	many := make([]resourceapi.DeviceTaint, slices.MaxTaintsPerDevice+1)
+	many := make([]resourceapi.DeviceTaint, resourceslices.MaxTaintsPerDevice+1)
 	for i := range many {
 		many[i] = resourceapi.DeviceTaint{Key: fmt.Sprintf("example.com/t%d", i), Effect: resourceapi.DeviceTaintEffectNoSchedule}
 	}
@@ -100,7 +100,7 @@ func TestValidateRejectsBadTaints(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			res := resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"n1": {Slices: []resourceslice.Slice{{Devices: []resourceapi.Device{{Name: "gpu-0", Taints: tc.taints}}}}}}}
-			if err := slices.Validate(res); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if err := resourceslices.Validate(res); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate = %v, want %q", err, tc.want)
 			}
 		})
@@ -109,7 +109,7 @@ func TestValidateRejectsBadTaints(t *testing.T) {
 
 func TestTheAllocatorAvoidsATaintedGPU(t *testing.T) {
 	inv := simulatedInventory(t, "h100x2")
-	res := slices.WithTaints(slices.Build("n1", inv, slices.Options{}), map[string][]resourceapi.DeviceTaint{"gpu-0": unhealthy("xid-79", resourceapi.DeviceTaintEffectNoSchedule)})
+	res := resourceslices.WithTaints(resourceslices.Build("n1", inv, resourceslices.Options{}), map[string][]resourceapi.DeviceTaint{"gpu-0": unhealthy("xid-79", resourceapi.DeviceTaintEffectNoSchedule)})
 	c := schedtest.New(t, driverName, "n1", res)
 	if got := schedtest.Devices(c.Allocate(schedtest.Claim("c", schedtest.Request("gpus", "gpu.nvidia.com", 1)))); len(got) != 1 || !strings.HasSuffix(got[0], "gpu-1") {
 		t.Fatalf("allocated %v, want the healthy gpu-1", got)

@@ -1,4 +1,4 @@
-package slices_test
+package resourceslices_test
 
 import (
 	"fmt"
@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
-	dra "github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
 // permutations returns every distinct order of items.
@@ -42,7 +42,7 @@ func TestIssueLayoutFitsInEveryArrivalOrder(t *testing.T) {
 			t.Fatalf("%d distinct orders, want 12", len(orders))
 		}
 		for _, order := range orders {
-			c := schedtest.New(t, driverName, "n1", dra.Build("n1", simulatedInventory(t, profile), dra.Options{DynamicMIG: true}))
+			c := schedtest.New(t, driverName, "n1", resourceslices.Build("n1", simulatedInventory(t, profile), resourceslices.Options{DynamicMIG: true}))
 			var got []string
 			for i, p := range order {
 				devices := schedtest.Devices(c.Allocate(schedtest.Claim(fmt.Sprintf("pod-%d", i), migRequest("mig", p))))
@@ -59,7 +59,7 @@ func TestIssueLayoutFitsInEveryArrivalOrder(t *testing.T) {
 // GPU before an empty one, so that whole GPUs stay free for whole-GPU
 // claims.
 func TestMigFillsTheFirstGPUWithRoom(t *testing.T) {
-	c := schedtest.New(t, driverName, "n1", dra.Build("n1", simulatedInventory(t, "h100x2"), dra.Options{DynamicMIG: true}))
+	c := schedtest.New(t, driverName, "n1", resourceslices.Build("n1", simulatedInventory(t, "h100x2"), resourceslices.Options{DynamicMIG: true}))
 	parentOf := func(name string) int64 {
 		return *findDevice(t, c, name).Attributes["parentMinor"].IntValue
 	}
@@ -76,7 +76,7 @@ func TestMigFillsTheFirstGPUWithRoom(t *testing.T) {
 	if got := schedtest.Devices(c.Allocate(schedtest.Claim("whole", schedtest.Request("gpu", "gpu.nvidia.com", 1)))); !slices.Equal(got, []string{"gpu-1"}) {
 		t.Fatalf("whole-GPU claim got %v, want the untouched gpu-1", got)
 	}
-	c = schedtest.New(t, driverName, "n1", dra.Build("n1", simulatedInventory(t, "h100x2"), dra.Options{DynamicMIG: true}))
+	c = schedtest.New(t, driverName, "n1", resourceslices.Build("n1", simulatedInventory(t, "h100x2"), resourceslices.Options{DynamicMIG: true}))
 	// 3g + 2g + 2 x 1g fill gpu-0's seven compute slices; only then gpu-1.
 	for i, p := range []string{"1g.10gb", "3g.40gb", "1g.10gb", "2g.20gb"} {
 		if d := mig(i, p); parentOf(d) != 0 {
@@ -95,7 +95,7 @@ func TestMigFillsTheFirstGPUWithRoom(t *testing.T) {
 // devices and their counters are those of the table, only reordered.
 func TestPlacementOrder(t *testing.T) {
 	inv := simulatedInventory(t, "h100x1")
-	res := dra.Build("n1", inv, dra.Options{DynamicMIG: true})
+	res := resourceslices.Build("n1", inv, resourceslices.Options{DynamicMIG: true})
 	var names []string
 	counters := 0
 	for _, s := range res.Pools["n1"].Slices {
@@ -132,7 +132,7 @@ func TestPlacementOrder(t *testing.T) {
 func TestPlacementOrderIsStable(t *testing.T) {
 	order := func() []string {
 		var names []string
-		for _, s := range dra.Build("n1", simulatedInventory(t, "h100x8"), dra.Options{DynamicMIG: true}).Pools["n1"].Slices {
+		for _, s := range resourceslices.Build("n1", simulatedInventory(t, "h100x8"), resourceslices.Options{DynamicMIG: true}).Pools["n1"].Slices {
 			for _, d := range s.Devices {
 				names = append(names, d.Name)
 			}

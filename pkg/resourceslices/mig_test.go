@@ -1,4 +1,4 @@
-package slices_test
+package resourceslices_test
 
 import (
 	"slices"
@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
-	dra "github.com/gpu-dra-driver/gpu-dra-driver/pkg/slices"
 )
 
-func deviceNames(t *testing.T, profile string, o dra.Options) []string {
+func deviceNames(t *testing.T, profile string, o resourceslices.Options) []string {
 	t.Helper()
-	res := dra.Build("n1", simulatedInventory(t, profile), o)
-	if err := dra.Validate(res); err != nil {
+	res := resourceslices.Build("n1", simulatedInventory(t, profile), o)
+	if err := resourceslices.Validate(res); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -32,10 +32,10 @@ func deviceNames(t *testing.T, profile string, o dra.Options) []string {
 // turn MIG mode off for one.
 func TestAmpereDynamicMigNeedsAdminMigMode(t *testing.T) {
 	for _, model := range []string{"a100-40gb", "a100-80gb", "a30"} {
-		if got := deviceNames(t, model+"x1", dra.Options{DynamicMIG: true}); !slices.Equal(got, []string{"gpu-0"}) {
+		if got := deviceNames(t, model+"x1", resourceslices.Options{DynamicMIG: true}); !slices.Equal(got, []string{"gpu-0"}) {
 			t.Errorf("%s, MIG mode off: published %v, want the whole GPU only", model, got)
 		}
-		got := deviceNames(t, model+"x1"+simulate.MigSuffix, dra.Options{DynamicMIG: true})
+		got := deviceNames(t, model+"x1"+simulate.MigSuffix, resourceslices.Options{DynamicMIG: true})
 		if slices.Contains(got, "gpu-0") {
 			t.Errorf("%s, MIG mode on: the whole GPU is published next to its MIG devices", model)
 		}
@@ -45,12 +45,12 @@ func TestAmpereDynamicMigNeedsAdminMigMode(t *testing.T) {
 	}
 	// Hopper and newer change MIG mode without a reset: both, always.
 	for _, profile := range []string{"h100x1", "h100x1" + simulate.MigSuffix, "b200x1"} {
-		if got := deviceNames(t, profile, dra.Options{DynamicMIG: true}); !slices.Contains(got, "gpu-0") || len(got) != 26 {
+		if got := deviceNames(t, profile, resourceslices.Options{DynamicMIG: true}); !slices.Contains(got, "gpu-0") || len(got) != 26 {
 			t.Errorf("%s: published %d devices %v", profile, len(got), got)
 		}
 	}
 	// A whole-GPU request finds nothing on an A100 in MIG mode; MIG requests do.
-	c := schedtest.New(t, driverName, "n1", dra.Build("n1", simulatedInventory(t, "a100-80gbx1"+simulate.MigSuffix), dra.Options{DynamicMIG: true}))
+	c := schedtest.New(t, driverName, "n1", resourceslices.Build("n1", simulatedInventory(t, "a100-80gbx1"+simulate.MigSuffix), resourceslices.Options{DynamicMIG: true}))
 	if got := c.Allocate(schedtest.Claim("whole", schedtest.Request("gpu", "gpu.nvidia.com", 1))); got != nil {
 		t.Fatalf("whole GPU %v allocated on an A100 in MIG mode", schedtest.Devices(got))
 	}
@@ -68,11 +68,11 @@ func TestWholeGPUPublished(t *testing.T) {
 		got  bool
 		want bool
 	}{
-		{"A100 dynamic", dra.WholeGPUPublished(a100, dra.DynamicMIG), false},
-		{"H100 dynamic", dra.WholeGPUPublished(h100, dra.DynamicMIG), true},
-		{"static", dra.WholeGPUPublished(h100, dra.StaticMIG), false},
-		{"whole", dra.WholeGPUPublished(a100, dra.Whole), true},
-		{"shareable", dra.WholeGPUPublished(h100, dra.Shareable), true},
+		{"A100 dynamic", resourceslices.WholeGPUPublished(a100, resourceslices.DynamicMIG), false},
+		{"H100 dynamic", resourceslices.WholeGPUPublished(h100, resourceslices.DynamicMIG), true},
+		{"static", resourceslices.WholeGPUPublished(h100, resourceslices.StaticMIG), false},
+		{"whole", resourceslices.WholeGPUPublished(a100, resourceslices.Whole), true},
+		{"shareable", resourceslices.WholeGPUPublished(h100, resourceslices.Shareable), true},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %v", c.name, c.got)
