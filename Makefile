@@ -55,8 +55,9 @@ test-race: test ## Kept for old habits: make test runs under the race detector
 STATICCHECK_VERSION ?= v0.8.2
 ERRCHECK_VERSION ?= v1.9.0
 
-lint: ## gofmt, go vet, staticcheck, errcheck (e2e code included) and go mod tidy
+lint: ## gofmt, license headers, go vet, staticcheck, errcheck (e2e code included) and go mod tidy
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(git ls-files '*.go' | xargs grep -L 'SPDX-License-Identifier: Apache-2.0'); if [ -n "$$out" ]; then echo "license header missing (see any .go file):"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/e2e/
 	$(GO) vet -tags e2e,chaos ./test/e2e/

@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gpu-dra-webhook is the validating admission webhook of the GPU DRA
 // driver: it rejects ResourceClaims and ResourceClaimTemplates whose opaque
 // config for this driver the kubelet plugin would reject at prepare.

@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gpudra is the operator's companion CLI. `gpudra demo` runs the
 // whole driver offline on simulated GPUs: the scheduler's allocator picks
 // devices for a few typical claims, the real plugin prepares them over its

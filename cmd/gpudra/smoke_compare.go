@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // gpudra smoke compare: what the plugin publishes against what nvidia-smi
 // reports for the same GPUs.
 package main

@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // gpudra smoke prepare: one whole-GPU claim through the in-process plugin
 // with real nvcdi, and the CDI spec checked as the runtime would use it.
 package main

@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command nvidia-smi-sim stands in for nvidia-smi inside containers that
 // were given simulated GPUs. It lists the simulated device files the CDI
 // spec mounted at /dev/nvidiaN (each holds "<uuid>\t<product name>") and

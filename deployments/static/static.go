@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package static holds the manifests that are not templated, embedded so
 // that the binaries that need them (gpudra's offline demo and smoke test)
 // work wherever they ship, not only from a source checkout. The Helm chart

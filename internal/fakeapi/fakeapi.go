@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fakeapi is an in-process API server stand-in for tests and the
 // offline demo.
 package fakeapi

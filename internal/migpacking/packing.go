@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package migpacking measures how well pod-by-pod allocation packs one
 // dynamic-MIG GPU: for every layout of MIG profiles that fits the GPU in a
 // single claim, it allocates every distinct arrival order of the layout's

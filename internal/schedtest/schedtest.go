@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package schedtest runs the kube-scheduler's structured allocator over the
 // ResourceSlices this driver publishes and the DeviceClasses it ships, so
 // tests prove what real users' claims would get.

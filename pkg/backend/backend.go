@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package backend selects where a node's devices come from: real NVML with
 // nvcdi's CDI edits and NVIDIA's tools from the driver root, or a simulated
 // node with its stand-ins. The driver package only consumes the result, so

@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cdi writes one transient CDI spec per prepared claim. The spec
 // exposes exactly the claim's devices; containerd reads it when the kubelet
 // passes the returned CDI device IDs. What goes into the spec (device nodes,

@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package checkpoint records which claims this node has prepared, so that a
 // restarted plugin can answer the kubelet and undo work after a crash.
 //

@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package devicestatus writes what was prepared into ResourceClaim
 // status.devices from the background. It is the only part of the prepare
 // path that talks to the API server, and it does so through its own client:

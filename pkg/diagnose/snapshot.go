@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package diagnose answers "why is my pod Pending", "why is there no GPU on
 // this node" and "why does my container not see its GPU" for this driver.
 //

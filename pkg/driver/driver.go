@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package driver adapts the kubelet plugin helper to the prepare state: it
 // starts the helper, publishes the node's ResourceSlices, and forwards the
 // kubelet's calls. Everything device-specific lives in other packages.

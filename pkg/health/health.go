@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package health turns NVML's view of the node's GPUs into device health:
 // XID critical errors, double-bit ECC errors and GPUs that fell off the bus
 // make devices unhealthy; NVML reporting no pending recovery action (after

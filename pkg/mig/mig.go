@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package mig creates and destroys MIG devices through NVML: a GPU instance
 // at an exact placement plus one compute instance spanning it. It is the
 // only place that changes a GPU's MIG state.

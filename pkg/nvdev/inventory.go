@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package nvdev discovers NVIDIA GPUs through an nvml.Interface. It knows
 // nothing about Kubernetes: it turns NVML answers (real or simulated) into a
 // plain Inventory that other packages publish and prepare.

@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package prepare turns allocated ResourceClaims into configured devices and
 // CDI device IDs, and undoes that on unprepare. Claims are locked per claim
 // and per device, never node-wide across I/O, so unrelated claims prepare

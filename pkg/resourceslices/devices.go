@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package resourceslices turns an nvdev.Inventory into the ResourceSlices a node
 // publishes. It holds the device naming scheme and the attribute names that
 // users' CEL selectors depend on, and checks the result against the API's

@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sharing applies GPU sharing to prepared devices: time-slicing
 // (the scheduler time slice of a GPU) and MPS (a control daemon per shared
 // device, with per-client thread and pinned-memory limits). It knows

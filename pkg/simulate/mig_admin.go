@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // What an admin (or a test) does to a simulated GPU from outside the
 // plugin: count instances, reset the GPU, set MIG mode.
 

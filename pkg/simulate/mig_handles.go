@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // MIG device handles: what NVML hands out for a GPU instance with a
 // compute instance.
 

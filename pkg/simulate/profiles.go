@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package simulate provides simulated NVIDIA GPUs for nodes without any:
 // go-nvml's mock servers, wired for every NVML call this driver makes with
 // the answers real hardware gives (profile IDs, MIG mode semantics, SM

@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package webhook is the validating admission webhook for ResourceClaims
 // and ResourceClaimTemplates: it rejects an invalid opaque config of this
 // driver when the claim is written, instead of when the kubelet prepares

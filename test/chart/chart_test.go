@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package chart renders the Helm chart with helm itself (`helm template`,
 // the helm that hack/cluster/build.sh builds into the cache) and checks
 // what a real GPU node needs from the kubelet plugin's DaemonSet.

@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build e2e
 
 // Package e2e runs the driver on a real local cluster (hack/cluster): the

@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package gpusmoke runs hack/gpu-smoke.sh on a fake GPU host: the real
 // plugin and gpudra binaries (NVML simulated, everything else real: nvcdi
 // under a fake driver root with device nodes and libraries, the plugin's

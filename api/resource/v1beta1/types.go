@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package v1beta1 holds the opaque device configuration that claims and
 // DeviceClasses pass to this driver (apiVersion resource.nvidia.com/v1beta1).
 // The kinds and field names match NVIDIA's reference driver so that existing

@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cditest builds what nvcdi reads on a real node, for tests that
 // run NVIDIA's nvcdi for real without a GPU: a driver root with versioned
 // libraries, binaries and character device nodes, a procfs tree with MIG

@@ -1,3 +1,6 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command recorder stands in for nvidia-smi and nvidia-cuda-mps-control in
 // a fake driver root. It is built static, so that it runs chrooted into a
 // root that holds nothing else, and appends what it was called with (argv,
