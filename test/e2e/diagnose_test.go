@@ -98,6 +98,10 @@ spec:
 
 	t.Run("BadConfig", func(t *testing.T) {
 		deleteDiagPods(t, "eight-h100", "ninth-h100")
+		// The admission webhook would refuse this template at once (see
+		// TestWebhook); here the pod must get as far as prepare.
+		restoreWebhook := stopWebhook(t)
+		defer restoreWebhook()
 		applyYAML(t, `
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
