@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -30,13 +31,15 @@ func TestFilesAndSocketsAreNotOpenToOthers(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(root, "plugin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n := newNodeAt(t, root, "h100x2", true)
+	n := newNodeAt(t, root, "h100x3", true)
 
 	// Exercise every writer: a whole GPU under MPS (daemon dir, pid file,
-	// settings), a MIG device under time-slicing (simulated MIG state and
-	// caps, compute policy), and the CDI specs and checkpoint of both.
+	// settings), a MIG device (simulated MIG state and caps), a whole GPU
+	// under time-slicing (compute policy; MIG devices only take Default),
+	// and the CDI specs and checkpoint of all three.
 	n.mustPrepare(n.claim("mps", []string{"gpu-1"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"MPS"}}`))
-	n.mustPrepare(n.claim("ts", []string{"gpu-0-mig-1g10gb-0"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Long"}}}`))
+	n.mustPrepare(n.claim("mig", []string{"gpu-0-mig-1g10gb-0"}))
+	n.mustPrepare(n.claim("ts", []string{"gpu-2"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Long"}}}`))
 
 	sockets := 0
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -52,6 +55,10 @@ func TestFilesAndSocketsAreNotOpenToOthers(t *testing.T) {
 		switch {
 		case mode&fs.ModeSymlink != 0:
 			// A symlink's own mode is always 0777 and never checked.
+		case mode&fs.ModeSocket != 0 && strings.HasPrefix(rel, "state/mps/") && filepath.Base(filepath.Dir(rel)) == "pipe":
+			// The MPS control socket: the workload's containers, under any
+			// uid, connect to it through their bind mount of the pipe dir,
+			// as they do to nvidia-cuda-mps-control's own. Not the plugin's.
 		case mode&fs.ModeSocket != 0:
 			sockets++
 			if mode.Perm()&^0o750 != 0 {

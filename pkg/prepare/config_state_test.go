@@ -97,12 +97,13 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 			}
 		})
 	}
-	// The MIG kind applies to the MIG device.
+	// The MIG kind applies to the MIG device; time-slicing there takes only
+	// Default and leaves the parent GPU's time slice alone.
 	c := claim("uid-good", dev(mig))
-	c.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{opaque(fromClaim, testDriver, nil, migTimeSlice("Long"))}
+	c.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{opaque(fromClaim, testDriver, nil, migTimeSlice("Default"))}
 	n.prepare(c)
-	if got := n.sim.TimeSlice(n.uuid(1)); got != "Long" {
-		t.Fatalf("time slice of the MIG device's GPU: %s, want Long", got)
+	if got := n.sim.TimeSlice(n.uuid(1)); got != "Default" {
+		t.Fatalf("time slice of the MIG device's GPU: %s, want Default", got)
 	}
 }
 
