@@ -103,18 +103,7 @@ func newUnit(ignored XIDSet) *unit {
 }
 
 // states is every device as "name=reason" ("name=ok" when healthy).
-func (u *unit) states() string {
-	var out []string
-	for _, d := range u.m.Devices {
-		st, _ := u.m.Status(d.DeviceName)
-		r := "ok"
-		if !st.Healthy {
-			r = st.Reason
-		}
-		out = append(out, d.DeviceName+"="+r)
-	}
-	return strings.Join(out, " ")
-}
+func (u *unit) states() string { return (&fixture{m: u.m}).health() }
 
 func (u *unit) event(eventType, data uint64, gi, ci uint32) {
 	u.m.init()
