@@ -182,8 +182,12 @@ spec:
 
 // dryRunClaim sends a server-side dry-run create of a claim with one config
 // of drv: admission webhooks run, nothing is stored.
+// The dry run goes to "default", which every cluster has: tests that stop
+// the webhook may run before the demo namespace exists.
 func dryRunClaim(drv, params string) error {
-	_, err := client.ResourceV1().ResourceClaims(ns).Create(context.Background(), claimObject(drv, params), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	obj := claimObject(drv, params)
+	obj.Namespace = metav1.NamespaceDefault
+	_, err := client.ResourceV1().ResourceClaims(obj.Namespace).Create(context.Background(), obj, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	return err
 }
 
