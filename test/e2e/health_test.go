@@ -262,7 +262,9 @@ func setTaintEffect(t *testing.T, effect string) {
 		t.Fatalf("helm upgrade to %s: %v\n%s", effect, err, out)
 	}
 	waitFor(t, "the plugin with --health-taint-effect="+effect, 120*time.Second, func() (bool, string) {
-		pods, err := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{})
+		// The plugin's pods only: the namespace also holds the webhook's
+		// and the MPS daemons'.
+		pods, err := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpu-dra-driver"})
 		if err != nil {
 			return false, err.Error()
 		}
