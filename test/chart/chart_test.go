@@ -55,9 +55,9 @@ func helmBinary(t *testing.T) string {
 	return ""
 }
 
-// render runs helm template with the given --set values and returns the
-// kubelet plugin's DaemonSet.
-func render(t *testing.T, set ...string) *appsv1.DaemonSet {
+// helmTemplate runs helm template on the chart with the given --set values
+// and returns the rendered manifests.
+func helmTemplate(t *testing.T, set ...string) []byte {
 	t.Helper()
 	args := []string{"template", "gpu-dra-driver", chartDir, "--namespace", "gpu-dra-driver", "--kube-version", "v1.37.0"}
 	for _, s := range set {
@@ -70,6 +70,14 @@ func render(t *testing.T, set ...string) *appsv1.DaemonSet {
 	if err != nil {
 		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
+	return out
+}
+
+// render runs helm template with the given --set values and returns the
+// kubelet plugin's DaemonSet.
+func render(t *testing.T, set ...string) *appsv1.DaemonSet {
+	t.Helper()
+	out := helmTemplate(t, set...)
 	for _, doc := range strings.Split(string(out), "\n---") {
 		if !strings.Contains(doc, "kind: DaemonSet") {
 			continue

@@ -4,9 +4,7 @@
 package chart
 
 import (
-	"bytes"
 	"fmt"
-	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -21,17 +19,7 @@ import (
 // the given kind whose name ends with suffix.
 func renderKind(t *testing.T, kind, suffix string, into any, set ...string) {
 	t.Helper()
-	args := []string{"template", "gpu-dra-driver", chartDir, "--namespace", "gpu-dra-driver", "--kube-version", "v1.37.0"}
-	for _, s := range set {
-		args = append(args, "--set", s)
-	}
-	cmd := exec.Command(helmBinary(t), args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
+	out := helmTemplate(t, set...)
 	var found []string
 	for _, doc := range strings.Split(string(out), "\n---") {
 		var meta struct {

@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -23,17 +22,7 @@ import (
 // *webhook*) by kind; the chart has one of each kind.
 func renderAll(t *testing.T, set ...string) map[string][]byte {
 	t.Helper()
-	args := []string{"template", "gpu-dra-driver", chartDir, "--namespace", "gpu-dra-driver", "--kube-version", "v1.37.0"}
-	for _, s := range set {
-		args = append(args, "--set", s)
-	}
-	cmd := exec.Command(helmBinary(t), args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
+	out := helmTemplate(t, set...)
 	docs := map[string][]byte{}
 	for _, doc := range strings.Split(string(out), "\n---") {
 		var meta struct {

@@ -100,7 +100,12 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool
 
 func pod(t *testing.T, name string) *corev1.Pod {
 	t.Helper()
-	p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	return podIn(t, ns, name)
+}
+
+func podIn(t *testing.T, namespace, name string) *corev1.Pod {
+	t.Helper()
+	p, err := client.CoreV1().Pods(namespace).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,9 +114,14 @@ func pod(t *testing.T, name string) *corev1.Pod {
 
 func waitRunning(t *testing.T, names ...string) {
 	t.Helper()
+	waitRunningIn(t, ns, names...)
+}
+
+func waitRunningIn(t *testing.T, namespace string, names ...string) {
+	t.Helper()
 	for _, name := range names {
 		waitFor(t, "pod "+name+" Running", 90*time.Second, func() (bool, string) {
-			p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+			p, err := client.CoreV1().Pods(namespace).Get(context.Background(), name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
 			}

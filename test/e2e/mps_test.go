@@ -84,24 +84,12 @@ func driverImage(t *testing.T) string {
 
 func mpsPod(t *testing.T, name string) *corev1.Pod {
 	t.Helper()
-	p, err := client.CoreV1().Pods(mpsNS).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return podIn(t, mpsNS, name)
 }
 
 func waitMPSRunning(t *testing.T, names ...string) {
 	t.Helper()
-	for _, name := range names {
-		waitFor(t, "pod "+name+" Running", 90*time.Second, func() (bool, string) {
-			p, err := client.CoreV1().Pods(mpsNS).Get(context.Background(), name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase)
-		})
-	}
+	waitRunningIn(t, mpsNS, names...)
 }
 
 // mpsDaemon is the one daemon pod of this node and its daemon's host pid.
