@@ -96,7 +96,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "Kubelet root directory (plugins/ and plugins_registry/ are under it).")
 	f.StringVar(&o.stateDir, "state-dir", "", "Checkpoint and simulator state; default <kubelet-dir>/plugins/<driver-name>.")
 	f.StringVar(&o.cdiRoot, "cdi-root", "/var/run/cdi", "Directory containerd reads CDI specs from.")
-	f.StringVar(&o.httpEndpoint, "http-endpoint", ":9402", "Address for /metrics and /healthz; empty to disable.")
+	f.StringVar(&o.httpEndpoint, "http-endpoint", ":9402", "Address for /metrics, /healthz and /readyz; empty to disable.")
 	f.BoolVar(&o.fractional, "fractional-memory", false, "Offer whole GPUs for memory-fraction sharing: many claims each take a share of memory (and compute), enforced with MPS. GPUs so offered are not partitioned into MIG devices.")
 	f.IntSliceVar(&o.fractionalOn, "fractional-memory-gpus", nil, "Limit --fractional-memory to these GPU minor numbers; all GPUs when empty.")
 	f.StringSliceVar(&o.strategies, "sharing-strategies", []string{"TimeSlicing", "MPS"}, "Sharing strategies claims may ask for (TimeSlicing, MPS).")
@@ -241,7 +241,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer d.Stop()
 	if o.httpEndpoint != "" {
-		addr, err := m.Serve(ctx, o.httpEndpoint, d.Live)
+		addr, err := m.Serve(ctx, o.httpEndpoint, d.Live, d.Ready)
 		if err != nil {
 			return fmt.Errorf("serve metrics on %s: %w", o.httpEndpoint, err)
 		}

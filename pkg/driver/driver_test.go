@@ -249,7 +249,7 @@ func TestMetricsAndLiveness(t *testing.T) {
 	n.prepare(n.claim("bad", []string{"gpu-1"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"Nope"}`))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	addr, err := n.driver.cfg.Metrics.Serve(ctx, "127.0.0.1:0", n.driver.Live)
+	addr, err := n.driver.cfg.Metrics.Serve(ctx, "127.0.0.1:0", n.driver.Live, n.driver.Ready)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,6 +266,9 @@ func TestMetricsAndLiveness(t *testing.T) {
 	if got := httpGet(t, "http://"+addr.String()+"/healthz"); got != "ok\n" {
 		t.Errorf("/healthz = %q", got)
 	}
+	waitFor(t, "/readyz ok once the health monitor watches events", func() bool {
+		return httpGet(t, "http://"+addr.String()+"/readyz") == "ok\n"
+	})
 }
 
 func httpGet(t *testing.T, url string) string {

@@ -44,6 +44,21 @@ func (d *Driver) Live() error {
 	return d.draSocketAnswers()
 }
 
+// Ready reports whether the plugin serves everything it publishes: it is
+// live, and its health monitor sees GPU faults as they happen. A fault in
+// the moments before the monitor registers its NVML event set would be
+// lost (NVML does not replay events), so a pod that turns Ready (and lets
+// a rolling update go on) has the health watch in place.
+func (d *Driver) Ready() error {
+	if err := d.Live(); err != nil {
+		return err
+	}
+	if d.health == nil || !d.health.Ready() {
+		return errors.New("the GPU health monitor is not watching NVML events yet")
+	}
+	return nil
+}
+
 // registrationSocketPresent looks for the helper's registration socket. Its
 // name depends on whether rolling updates are on (the helper derives it
 // from the pod UID), so any socket of this driver in the registry counts.

@@ -26,11 +26,13 @@ const waitTimeout = 1000 // ms
 func (m *Monitor) watchEvents(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	if m.Lib == nil {
+		m.watching.Store(true) // nothing to wait for
 		return
 	}
 	set, ret := m.Lib.EventSetCreate()
 	if ret != nvml.SUCCESS {
 		logger.Info("NVML event sets are unavailable; GPU health is polled only (XIDs and ECC errors go unseen)", "err", nvml.ErrorString(ret))
+		m.watching.Store(true)
 		return
 	}
 	defer func() { _ = set.Free() }() // nothing to do if NVML cannot free it at exit
@@ -53,6 +55,7 @@ func (m *Monitor) watchEvents(ctx context.Context) {
 		registered++
 	}
 	logger.Info("Watching NVML health events", "gpus", registered, "ignoredXIDs", m.Ignored.Sorted())
+	m.watching.Store(true)
 	for ctx.Err() == nil {
 		e, ret := set.Wait(waitTimeout)
 		switch ret {

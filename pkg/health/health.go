@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -56,6 +57,9 @@ type Monitor struct {
 	now   func() time.Time
 	state *faults
 	once  sync.Once
+	// watching and polled make Ready: the event set is registered (or
+	// known to be unavailable) and the first poll is done.
+	watching, polled atomic.Bool
 	// unsupported logs once per GPU that NVML cannot report a recovery action.
 	unsupported map[string]bool
 	// pendingSeen marks GPUs without faults whose recovery action was
@@ -82,6 +86,13 @@ func (m *Monitor) init() {
 		m.recompute()
 	})
 }
+
+// Ready reports whether the monitor sees faults as they happen: its NVML
+// event set is registered (or NVML has none to offer) and the first poll
+// is done. Until then a fault's event is lost (NVML does not deliver
+// events from before registration) and only the slow poll would find the
+// pending recovery action, seconds later and without the XID.
+func (m *Monitor) Ready() bool { return m.watching.Load() && m.polled.Load() }
 
 // Status is the health of a published device; false when unknown.
 func (m *Monitor) Status(device string) (Status, bool) {
@@ -139,6 +150,7 @@ func (m *Monitor) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { m.watchEvents(ctx) })
 	m.Poll(ctx)
+	m.polled.Store(true)
 	ticker := time.NewTicker(m.Interval)
 	defer ticker.Stop()
 	for {

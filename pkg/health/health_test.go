@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
@@ -241,4 +242,71 @@ func TestFaultFromBeforeTheStartIsARecoveryPending(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitFor(t, "gpu-0=ok")
+}
+
+// gatedLib holds EventSetCreate until the gate opens.
+type gatedLib struct {
+	nvml.Interface
+	gate chan struct{}
+}
+
+func (g gatedLib) EventSetCreate() (nvml.EventSet, nvml.Return) {
+	<-g.gate
+	return g.Interface.EventSetCreate()
+}
+
+// A fault from the moment the monitor says it is Ready is seen as its
+// XID: readiness waits for the event set, since NVML never delivers an
+// event from before registration (the driver's readiness probe relies on
+// it).
+func TestReadyOnlyOnceEventsAreWatched(t *testing.T) {
+	sim, inv, err := simulate.Discover("h100x2", "n1", filepath.Join(t.TempDir(), "sim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid := inv.GPUs[0].UUID
+	gate := make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
+	m := New(gatedLib{Interface: sim, gate: gate}, []Device{{PoolName: "n1", DeviceName: "gpu-0", UUID: uuid, NVML: inv.GPUs[0].Device}}, nil)
+	m.Interval = time.Hour // the first poll only: no second look at a pending recovery
+	if m.Ready() {
+		t.Fatal("Ready before Run")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { open(); cancel(); <-done }()
+	time.Sleep(50 * time.Millisecond)
+	if m.Ready() {
+		t.Fatal("Ready while the event set is not registered")
+	}
+	open()
+	deadline := time.Now().Add(5 * time.Second)
+	for !m.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("never Ready")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := sim.SetXIDFault(uuid, "79"); err != nil {
+		t.Fatal(err)
+	}
+	(&fixture{sim: sim, m: m}).waitFor(t, "gpu-0=xid-79")
+}
+
+func TestReadyWithoutEventSets(t *testing.T) {
+	u := newUnit(nil)
+	u.m.Lib = &mock.Interface{EventSetCreateFunc: func() (nvml.EventSet, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }}
+	u.m.Interval = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { u.m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !u.m.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("a monitor that can only poll never became Ready")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -87,18 +87,14 @@ func (m *Metrics) ObserveRegistration(registered func() bool) {
 	}))
 }
 
-// Serve runs /metrics and /healthz on addr until ctx ends. live reports
-// whether the plugin is healthy.
-func (m *Metrics) Serve(ctx context.Context, addr string, live func() error) (net.Addr, error) {
+// Serve runs /metrics, /healthz and /readyz on addr until ctx ends. live
+// reports whether the plugin is healthy (a restart would fix a failure),
+// ready whether it serves everything it promises (a wait would).
+func (m *Metrics) Serve(ctx context.Context, addr string, live, ready func() error) (net.Addr, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := live(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.Handle("/healthz", probe(live))
+	mux.Handle("/readyz", probe(ready))
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -118,4 +114,15 @@ func (m *Metrics) Serve(ctx context.Context, addr string, live func() error) (ne
 		}
 	}()
 	return l.Addr(), nil
+}
+
+// probe answers 200 "ok" while check passes, else 503 with its error.
+func probe(check func() error) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		if err := check(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	}
 }

@@ -27,26 +27,39 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-func TestHealthzReportsWhatLiveSays(t *testing.T) {
+func TestHealthzAndReadyzReportWhatTheirChecksSay(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var liveErr atomic.Pointer[error]
-	addr, err := New().Serve(ctx, "127.0.0.1:0", func() error {
-		if e := liveErr.Load(); e != nil {
-			return *e
+	var liveErr, readyErr atomic.Pointer[error]
+	check := func(p *atomic.Pointer[error]) func() error {
+		return func() error {
+			if e := p.Load(); e != nil {
+				return *e
+			}
+			return nil
 		}
-		return nil
-	})
+	}
+	addr, err := New().Serve(ctx, "127.0.0.1:0", check(&liveErr), check(&readyErr))
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := "http://" + addr.String() + "/healthz"
-	if code, body := get(t, url); code != http.StatusOK || body != "ok\n" {
-		t.Fatalf("healthy: %d %q", code, body)
+	healthz, readyz := "http://"+addr.String()+"/healthz", "http://"+addr.String()+"/readyz"
+	for _, url := range []string{healthz, readyz} {
+		if code, body := get(t, url); code != http.StatusOK || body != "ok\n" {
+			t.Fatalf("%s healthy: %d %q", url, code, body)
+		}
 	}
-	e := errors.New("no registration socket")
+	e := errors.New("health monitor not watching yet")
+	readyErr.Store(&e)
+	if code, body := get(t, readyz); code != http.StatusServiceUnavailable || !strings.Contains(body, "not watching yet") {
+		t.Fatalf("not ready: %d %q", code, body)
+	}
+	if code, _ := get(t, healthz); code != http.StatusOK {
+		t.Fatalf("a plugin that is not ready yet is still live: /healthz %d", code)
+	}
+	e = errors.New("no registration socket")
 	liveErr.Store(&e)
-	if code, body := get(t, url); code != http.StatusServiceUnavailable || !strings.Contains(body, "no registration socket") {
+	if code, body := get(t, healthz); code != http.StatusServiceUnavailable || !strings.Contains(body, "no registration socket") {
 		t.Fatalf("unhealthy: %d %q", code, body)
 	}
 }
@@ -60,7 +73,7 @@ func TestMetricsAreScrapedFromTheRegistry(t *testing.T) {
 	m.ObservePreparedDevices(func() int { return int(held.Load()) })
 	m.Errors.WithLabelValues("prepare").Inc()
 	m.PrepareDuration.Observe(0.004)
-	addr, err := m.Serve(ctx, "127.0.0.1:0", func() error { return nil })
+	addr, err := m.Serve(ctx, "127.0.0.1:0", func() error { return nil }, func() error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,11 +95,11 @@ func TestMetricsAreScrapedFromTheRegistry(t *testing.T) {
 
 func TestServeFailsOnABusyPortAndStopsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	addr, err := New().Serve(ctx, "127.0.0.1:0", func() error { return nil })
+	addr, err := New().Serve(ctx, "127.0.0.1:0", func() error { return nil }, func() error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New().Serve(context.Background(), addr.String(), func() error { return nil }); err == nil {
+	if _, err := New().Serve(context.Background(), addr.String(), func() error { return nil }, func() error { return nil }); err == nil {
 		t.Fatal("a second server on the same port did not fail")
 	}
 	cancel()

@@ -261,7 +261,18 @@ func setTaintEffect(t *testing.T, effect string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("helm upgrade to %s: %v\n%s", effect, err, out)
 	}
-	waitFor(t, "the plugin with --health-taint-effect="+effect, 120*time.Second, func() (bool, string) {
+	waitPluginReady(t, "the plugin with --health-taint-effect="+effect, func(p corev1.Pod) bool {
+		return len(p.Spec.Containers) > 0 && slices.Contains(p.Spec.Containers[0].Args, "--health-taint-effect="+effect)
+	})
+}
+
+// waitPluginReady waits until every plugin pod is one that want accepts
+// and at least one is Ready. Ready means its health monitor watches NVML
+// events (/readyz): a fault injected earlier would be a fault from before
+// the start, which NVML reports without its XID.
+func waitPluginReady(t *testing.T, what string, want func(corev1.Pod) bool) {
+	t.Helper()
+	waitFor(t, what, 120*time.Second, func() (bool, string) {
 		// The plugin's pods only: the namespace also holds the webhook's
 		// and the MPS daemons'.
 		pods, err := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpu-dra-driver"})
@@ -270,7 +281,7 @@ func setTaintEffect(t *testing.T, effect string) {
 		}
 		ready := 0
 		for _, p := range pods.Items {
-			if p.DeletionTimestamp != nil || len(p.Spec.Containers) == 0 || !slices.Contains(p.Spec.Containers[0].Args, "--health-taint-effect="+effect) {
+			if p.DeletionTimestamp != nil || !want(p) {
 				return false, "old plugin pod " + p.Name
 			}
 			for _, c := range p.Status.ContainerStatuses {
@@ -289,6 +300,7 @@ func TestHealthTaintLatency(t *testing.T) {
 	const device = "gpu-4"
 	uuid := gpuUUID(t, device)
 	t.Cleanup(func() { injectFault(t, uuid, "") })
+	waitPluginReady(t, "a Ready plugin", func(corev1.Pod) bool { return true })
 	var took []time.Duration
 	for range 5 {
 		w, err := client.ResourceV1().ResourceSlices().Watch(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName})
