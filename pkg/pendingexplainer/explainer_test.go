@@ -39,11 +39,10 @@ const (
 // cluster is a node with two simulated H100s, the shipped DeviceClasses,
 // and a pod whose claim's selector fits only GPU 1.
 type cluster struct {
-	tainted   string // device that carries the taint, "" for none
-	tolerate  bool   // the request tolerates it
-	reason    string // the pod's PodScheduled reason ("" for no condition)
-	slicesOf  string // driver that publishes the node's devices
-	claimName string
+	tainted  string // device that carries the taint, "" for none
+	tolerate bool   // the request tolerates it
+	reason   string // the pod's PodScheduled reason ("" for no condition)
+	slicesOf string // driver that publishes the node's devices
 }
 
 func defaults() cluster {
