@@ -3,8 +3,9 @@
 
 // Command gpu-dra-webhook is the validating admission webhook of the GPU DRA
 // driver: it rejects ResourceClaims and ResourceClaimTemplates whose opaque
-// config for this driver the kubelet plugin would reject at prepare.
-// flags -> config -> run.
+// config for this driver the kubelet plugin would reject at prepare. One
+// replica at a time also explains Pending pods that only device taints
+// block (explain.go). flags -> config -> run.
 package main
 
 import (
@@ -37,6 +38,7 @@ type options struct {
 	certFile   string
 	keyFile    string
 	kubeconfig string
+	explain    explainOptions
 }
 
 func main() {
@@ -65,6 +67,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.certFile, "tls-cert-file", "/etc/gpu-dra-webhook/tls/tls.crt", "Serving certificate (PEM); reloaded when it changes.")
 	f.StringVar(&o.keyFile, "tls-private-key-file", "/etc/gpu-dra-webhook/tls/tls.key", "Private key of the serving certificate (PEM).")
 	f.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "Kubeconfig file; in-cluster config when empty.")
+	addExplainFlags(cmd, &o.explain)
 	goflags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(goflags)
 	f.AddGoFlagSet(goflags)
@@ -73,6 +76,9 @@ func newCommand() *cobra.Command {
 
 func run(ctx context.Context, o *options) error {
 	logger := klog.FromContext(ctx)
+	if err := o.explain.validate(); err != nil {
+		return err
+	}
 	certs, err := webhook.NewCertLoader(o.certFile, o.keyFile)
 	if err != nil {
 		return fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err)
@@ -123,9 +129,19 @@ func run(ctx context.Context, o *options) error {
 		// handshake per claim would cost more than the review.
 		IdleTimeout: 90 * time.Second,
 	}
+	explainCtx, stopExplaining := context.WithCancel(ctx)
+	explained := make(chan struct{})
+	go func() {
+		defer close(explained)
+		runExplainer(explainCtx, client, o.driverName, o.explain)
+	}()
+	// On the way out the Lease is released, so that another replica
+	// takes over at once.
+	defer func() { stopExplaining(); <-explained }()
+
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServeTLS("", "") }()
-	logger.Info("Serving", "address", o.listen, "driver", o.driverName)
+	logger.Info("Serving", "address", o.listen, "driver", o.driverName, "explainPending", o.explain.enabled)
 	select {
 	case err := <-errc:
 		return fmt.Errorf("--listen %s: %w", o.listen, err)

@@ -137,6 +137,8 @@ func (c *cluster) countNodeDevices(nr *NodeReport) {
 		for _, dc := range []*DeviceCounts{&nr.Devices, &byType[t].DeviceCounts} {
 			dc.Total++
 			switch st := c.state(d, &resourceapi.ExactDeviceRequest{}); {
+			case st == stateTainted:
+				dc.Tainted++
 			case ptr.Deref(d.Dev.AllowMultipleAllocations, false):
 				// A shared GPU is free while it has room for the
 				// smallest share its capacity policy allows.
@@ -149,8 +151,6 @@ func (c *cluster) countNodeDevices(nr *NodeReport) {
 				dc.Allocated++
 			case st == stateCounters:
 				dc.CounterBlocked++
-			case st == stateTainted:
-				dc.Tainted++
 			default:
 				dc.Free++
 			}

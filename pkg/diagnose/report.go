@@ -97,9 +97,11 @@ type RequestReport struct {
 	CapacityFull int      `json:"capacityFull"`
 	Tainted      int      `json:"tainted"`
 	Taints       []string `json:"taints,omitempty"`
-	Free         int      `json:"free"`
-	MaxFreeNode  string   `json:"maxFreeNode,omitempty"`
-	MaxFree      int      `json:"maxFreeOnOneNode"`
+	// TaintedDevices are the Tainted devices one by one.
+	TaintedDevices []TaintedDevice `json:"taintedDevices,omitempty"`
+	Free           int             `json:"free"`
+	MaxFreeNode    string          `json:"maxFreeNode,omitempty"`
+	MaxFree        int             `json:"maxFreeOnOneNode"`
 	// FreeInClass lists, when too few matching devices are free, the
 	// values free devices of the class have for the attributes the
 	// request's selectors read: what could be asked for instead.

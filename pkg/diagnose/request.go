@@ -122,17 +122,16 @@ const (
 
 func (c *cluster) state(d *device, req *resourceapi.ExactDeviceRequest) string {
 	if ptr.Deref(d.Dev.AllowMultipleAllocations, false) {
-		if c.capacityFits(d, req) {
-			return stateFree
+		if !c.capacityFits(d, req) {
+			return stateCapacity
 		}
-		return stateCapacity
-	}
-	if len(c.holders[d.key()]) > 0 {
+	} else if len(c.holders[d.key()]) > 0 {
 		return stateAllocated
-	}
-	if by, _ := c.counterBlockers(d); len(by) > 0 {
+	} else if by, _ := c.counterBlockers(d); len(by) > 0 {
 		return stateCounters
 	}
+	// A shared GPU is tainted like any other device: the allocator skips
+	// it for every new share.
 	if untolerated(d.Dev.Taints, req.Tolerations) != "" {
 		return stateTainted
 	}
@@ -187,6 +186,8 @@ func (c *cluster) classify(r *RequestReport, req *resourceapi.ExactDeviceRequest
 		case stateTainted:
 			r.Tainted++
 			taints[d.Dev.Name+": "+untolerated(d.Dev.Taints, req.Tolerations)] = true
+			r.TaintedDevices = append(r.TaintedDevices, TaintedDevice{Driver: d.Driver, Node: d.Node, Pool: d.Pool, Device: d.Dev.Name,
+				Taints: untoleratedAll(d.Dev.Taints, req.Tolerations)})
 		}
 	}
 	for _, h := range holders {
@@ -305,6 +306,16 @@ func (c *cluster) sharedFull(d *device) bool {
 // untolerated returns the first NoSchedule/NoExecute taint the request
 // does not tolerate, rendered, or "".
 func untolerated(taints []resourceapi.DeviceTaint, tols []resourceapi.DeviceToleration) string {
+	if all := untoleratedAll(taints, tols); len(all) > 0 {
+		return all[0]
+	}
+	return ""
+}
+
+// untoleratedAll returns every NoSchedule/NoExecute taint the request does
+// not tolerate, rendered as key=value:Effect.
+func untoleratedAll(taints []resourceapi.DeviceTaint, tols []resourceapi.DeviceToleration) []string {
+	var out []string
 	for _, t := range taints {
 		if t.Effect != resourceapi.DeviceTaintEffectNoSchedule && t.Effect != resourceapi.DeviceTaintEffectNoExecute {
 			continue
@@ -317,10 +328,14 @@ func untolerated(taints []resourceapi.DeviceTaint, tols []resourceapi.DeviceTole
 			}
 		}
 		if !tolerated {
-			return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
+			out = append(out, renderTaint(t))
 		}
 	}
-	return ""
+	return out
+}
+
+func renderTaint(t resourceapi.DeviceTaint) string {
+	return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
 }
 
 func contains(list []string, s string) bool {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
 )
 
 // problem returns why a request cannot be satisfied now, as a sentence a
@@ -37,14 +39,11 @@ func (c *cluster) problem(r RequestReport) string {
 	case r.Matching == 0:
 		return r.selectorProblem()
 	}
-	need := r.Count
-	if r.Mode == "All" {
-		need = int64(r.Matching)
-	}
+	need := r.need()
 	if int64(r.Matching) < need {
 		return fmt.Sprintf("request %q wants %d devices, but only %d published devices match it; ask for at most %d, or add GPUs", r.Name, need, r.Matching, r.Matching)
 	}
-	if int64(r.MaxFree) >= need && (r.Mode != "All" || r.Free == r.Matching) {
+	if r.enoughFree() {
 		return ""
 	}
 	what := "device"
@@ -84,6 +83,20 @@ func (c *cluster) problem(r RequestReport) string {
 		return msg + fmt.Sprintf(". Free in class %s now: %s; ask for one of those, or wait for a device to be released", r.Class, strings.Join(alt, "; "))
 	}
 	return msg + ". Wait for a device to be released (delete a pod that holds one), or ask for fewer devices"
+}
+
+// need is how many of the matching devices the request wants.
+func (r RequestReport) need() int64 {
+	if r.Mode == string(resourceapi.DeviceAllocationModeAll) {
+		return int64(r.Matching)
+	}
+	return r.Count
+}
+
+// enoughFree reports whether enough matching devices are free on one
+// node (all of them, for allocation mode All).
+func (r RequestReport) enoughFree() bool {
+	return int64(r.MaxFree) >= r.need() && (r.Mode != string(resourceapi.DeviceAllocationModeAll) || r.Free == r.Matching)
 }
 
 // selectorProblem names the first selector that filtered everything out
