@@ -184,10 +184,20 @@ func TestHealthXID(t *testing.T) {
 	// The tainted GPU is the only one this pod fits: it stays Pending.
 	deletePods(t, "health-running")
 	podOnGPU(t, "health-pending", minor)
+	pendingSince := time.Now()
 	waitFor(t, "a FailedScheduling event", 60*time.Second, func() (bool, string) {
 		ev := events(t, "Pod", "health-pending")
 		return strings.Contains(ev, "FailedScheduling") && strings.Contains(ev, "cannot allocate all claims"), ev
 	})
+	// The scheduler's event cannot name the taint (Kubernetes 1.37 says
+	// only "cannot allocate all claims"); the webhook Deployment's pending
+	// explainer adds one that does.
+	waitFor(t, "an event naming the taint", 60*time.Second, func() (bool, string) {
+		ev := events(t, "Pod", "health-pending")
+		return strings.Contains(ev, "Warning DeviceTaintsBlockScheduling") &&
+			strings.Contains(ev, "/"+device+" (gpu.nvidia.com/unhealthy=xid-79:NoSchedule)"), ev
+	})
+	t.Logf("pod created to an event naming the taint: %v", time.Since(pendingSince).Round(time.Millisecond))
 	if p := pod(t, "health-pending"); p.Spec.NodeName != "" {
 		t.Fatalf("pod bound to %s while its only GPU is tainted", p.Spec.NodeName)
 	}
