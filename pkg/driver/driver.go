@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -70,6 +71,9 @@ type Driver struct {
 	status *devicestatus.Writer
 	// calls counts the kubelet's prepare and unprepare calls.
 	calls atomic.Uint64
+	// draSocket is the path the helper gave the DRA service's listener
+	// (its name depends on rolling updates); the liveness probe dials it.
+	draSocket atomic.Pointer[string]
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -158,7 +162,10 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		kubeletplugin.KubeClient(cfg.Client),
 		kubeletplugin.PluginDataDirectoryPath(cfg.PluginDir),
 		kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir),
-		kubeletplugin.PluginListener(listenUnix),
+		kubeletplugin.PluginListener(func(ctx context.Context, path string) (net.Listener, error) {
+			d.draSocket.Store(&path)
+			return listenUnix(ctx, path)
+		}),
 		kubeletplugin.RegistrarListener(listenUnix),
 		// Claims are locked per claim and per device in prepare.State.
 		kubeletplugin.Serialize(false),

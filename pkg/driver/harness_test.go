@@ -51,6 +51,9 @@ type node struct {
 	dynamicMIG bool
 	fractional bool
 	health     HealthConfig
+	// podUID turns on the helper's rolling updates, as the chart does
+	// (POD_UID): the sockets then carry the UID in their names.
+	podUID types.UID
 }
 
 func newNode(t testing.TB, profile string) *node { return newNodeWith(t, profile, false) }
@@ -112,12 +115,13 @@ func (n *node) start(profile string) {
 		StateDir: n.dir("state"), CDIDir: n.dir("cdi"), PluginDir: n.dir("plugin"), RegistrarDir: n.dir("registry"),
 		Publish:           resourceslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional},
 		Health:            n.health,
+		RollingUpdateUID:  n.podUID,
 		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},
 	})
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	n.conn, err = grpc.NewClient("unix://"+filepath.Join(n.dir("plugin"), "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	n.conn, err = grpc.NewClient("unix://"+n.driver.DRASocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		n.t.Fatal(err)
 	}

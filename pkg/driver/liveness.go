@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -79,11 +78,24 @@ func (d *Driver) registrationSocketPresent() error {
 	return fmt.Errorf("no registration socket of %s in %s: the kubelet no longer knows this plugin", d.cfg.DriverName, d.cfg.RegistrarDir)
 }
 
+// DRASocket is the path of the socket the kubelet calls, as the kubelet
+// plugin helper chose it: dra.sock, or dra-<pod UID>.sock with rolling
+// updates on. "" before the helper listens.
+func (d *Driver) DRASocket() string {
+	if p := d.draSocket.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 // draSocketAnswers makes the cheapest real DRA call: a prepare of no claims.
 // It goes through the helper's gRPC server like the kubelet's calls do,
 // but touches no device and no API object.
 func (d *Driver) draSocketAnswers() error {
-	sock := filepath.Join(d.cfg.PluginDir, "dra.sock")
+	sock := d.DRASocket()
+	if sock == "" {
+		return errors.New("DRA socket: the kubelet plugin helper has not listened yet")
+	}
 	if _, err := os.Stat(sock); err != nil {
 		return fmt.Errorf("DRA socket: %w", err)
 	}

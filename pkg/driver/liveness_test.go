@@ -37,6 +37,11 @@ func TestLivenessFailsWhenTheKubeletCannotUseThePlugin(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, "DRA socket"},
+		{"DRA socket removed, rolling updates on", func(t *testing.T, n *node) {
+			if err := os.Remove(n.driver.DRASocket()); err != nil {
+				t.Fatal(err)
+			}
+		}, "DRA socket"},
 		{"registration socket removed", func(t *testing.T, n *node) {
 			if err := os.Remove(registrationSocket(t, n)); err != nil {
 				t.Fatal(err)
@@ -61,6 +66,10 @@ func TestLivenessFailsWhenTheKubeletCannotUseThePlugin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newNode(t, "h100x1")
+			if strings.Contains(tc.name, "rolling updates") {
+				n.podUID = "3e7c7dbc-a625-4e89-95b4-39aa5de9d7e4"
+				n.restart("h100x1")
+			}
 			if err := n.driver.Live(); err != nil {
 				t.Fatalf("a started plugin is not live: %v", err)
 			}
@@ -71,6 +80,23 @@ func TestLivenessFailsWhenTheKubeletCannotUseThePlugin(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The chart sets POD_UID, which turns on the helper's rolling updates and
+// names the DRA socket dra-<uid>.sock: a probe that looked for dra.sock
+// failed on every real deployment, and the kubelet restarted the plugin
+// every 40 s.
+func TestLiveWithRollingUpdates(t *testing.T) {
+	n := newNode(t, "h100x1")
+	n.podUID = "3e7c7dbc-a625-4e89-95b4-39aa5de9d7e4"
+	n.restart("h100x1")
+	if got := filepath.Base(n.driver.DRASocket()); got != "dra-3e7c7dbc-a625-4e89-95b4-39aa5de9d7e4.sock" {
+		t.Fatalf("DRA socket %s, want the helper's dra-<pod UID>.sock", got)
+	}
+	if err := n.driver.Live(); err != nil {
+		t.Fatalf("a started plugin with rolling updates is not live: %v", err)
+	}
+	n.mustPrepare(n.claim("c", []string{"gpu-0"})) // the kubelet's calls reach the same socket
 }
 
 func TestLivenessProbesAreNotActivity(t *testing.T) {
