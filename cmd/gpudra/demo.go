@@ -138,7 +138,7 @@ func runDemo(ctx context.Context, profile, smi string) error {
 	}
 	step("Plugin serving; %d ResourceSlices with %d devices (%d GPUs, dynamic MIG) published %s after start", len(published), devices, len(be.Inventory.GPUs), pub.after.Round(time.Millisecond))
 
-	conn, err := grpc.NewClient("unix://"+filepath.Join(dir("plugin"), "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+d.DRASocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
 	}

@@ -192,7 +192,7 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 		r.fail("prepare", "%v", err)
 		return
 	}
-	conn, err := grpc.NewClient("unix://"+filepath.Join(dir("plugin"), "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+d.DRASocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		r.fail("prepare", "%v", err)
 		return
