@@ -87,35 +87,32 @@ func (e *Explainer) sync(_ context.Context, key string) error {
 // a Pending pod does not read them.
 func (e *Explainer) snapshot(pod *corev1.Pod) (*diagnose.Snapshot, error) {
 	s := &diagnose.Snapshot{DriverName: e.cfg.DriverName, Pods: []corev1.Pod{*pod}}
-	claims, err := e.claims.List(everything)
-	if err != nil {
+	var err error
+	if s.Claims, err = values(e.claims.List(everything)); err != nil {
 		return nil, err
 	}
-	for _, c := range claims {
-		s.Claims = append(s.Claims, *c)
-	}
-	sl, err := e.slices.List(everything)
-	if err != nil {
+	if s.Slices, err = values(e.slices.List(everything)); err != nil {
 		return nil, err
 	}
-	for _, x := range sl {
-		s.Slices = append(s.Slices, *x)
-	}
-	classes, err := e.classes.List(everything)
-	if err != nil {
+	if s.DeviceClasses, err = values(e.classes.List(everything)); err != nil {
 		return nil, err
 	}
-	for _, c := range classes {
-		s.DeviceClasses = append(s.DeviceClasses, *c)
-	}
-	nodes, err := e.nodes.List(everything)
-	if err != nil {
+	if s.Nodes, err = values(e.nodes.List(everything)); err != nil {
 		return nil, err
-	}
-	for _, n := range nodes {
-		s.Nodes = append(s.Nodes, *n)
 	}
 	return s, nil
+}
+
+// values copies a lister's objects into the snapshot's value slices.
+func values[T any](list []*T, err error) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(list))
+	for _, x := range list {
+		out = append(out, *x)
+	}
+	return out, nil
 }
 
 // Message is the Event's note: each blocked request with its tainted

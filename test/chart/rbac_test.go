@@ -45,12 +45,9 @@ func rule(r rbacv1.PolicyRule) string {
 	return fmt.Sprintf("groups=%v resources=%v names=%v verbs=%v nonResource=%v", r.APIGroups, r.Resources, r.ResourceNames, r.Verbs, r.NonResourceURLs)
 }
 
-// The plugin's ClusterRole is exactly what the plugin calls (see the rule
-// comments in rbac.yaml and the README's Security section): no wildcard, no
-// list of claims, no write to other claims' status, no other resources.
-func TestChartRBACIsExactlyWhatThePluginUses(t *testing.T) {
-	var role rbacv1.ClusterRole
-	renderKind(t, "ClusterRole", "-kubelet-plugin", &role, "driverName="+testDriver)
+// rules renders a role's rules (see rule) and fails on any wildcard.
+func rules(t *testing.T, role rbacv1.ClusterRole) []string {
+	t.Helper()
 	var got []string
 	for _, r := range role.Rules {
 		got = append(got, rule(r))
@@ -60,6 +57,16 @@ func TestChartRBACIsExactlyWhatThePluginUses(t *testing.T) {
 			}
 		}
 	}
+	return got
+}
+
+// The plugin's ClusterRole is exactly what the plugin calls (see the rule
+// comments in rbac.yaml and the README's Security section): no wildcard, no
+// list of claims, no write to other claims' status, no other resources.
+func TestChartRBACIsExactlyWhatThePluginUses(t *testing.T) {
+	var role rbacv1.ClusterRole
+	renderKind(t, "ClusterRole", "-kubelet-plugin", &role, "driverName="+testDriver)
+	got := rules(t, role)
 	want := []string{
 		rule(rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}),
 		rule(rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}}),
