@@ -50,7 +50,7 @@ type simulatedNode struct {
 	Taints map[string]resourceapi.DeviceTaint `json:"taints,omitempty"`
 }
 
-func loadFixture(t *testing.T, path string) *fixture {
+func loadFixture(t testing.TB, path string) *fixture {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -68,6 +68,14 @@ func loadFixture(t *testing.T, path string) *fixture {
 			f.Snapshot.DeviceClasses = append(f.Snapshot.DeviceClasses, *dc)
 		}
 	}
+	f.buildSlices(t)
+	return f
+}
+
+// buildSlices adds the slices of the simulated nodes, as the plugin
+// publishes them.
+func (f *fixture) buildSlices(t testing.TB) {
+	t.Helper()
 	for _, n := range f.Simulated {
 		_, inv, err := simulate.Discover(n.Profile, n.Node, filepath.Join(t.TempDir(), "sim"))
 		if err != nil {
@@ -87,7 +95,6 @@ func loadFixture(t *testing.T, path string) *fixture {
 			f.Snapshot.Slices = append(f.Snapshot.Slices, s)
 		}
 	}
-	return f
 }
 
 func diagnoseTarget(s *Snapshot, t Target) *Report {

@@ -53,7 +53,18 @@ func (e *Explainer) sync(_ context.Context, key string) error {
 		e.forget(key)
 		return nil
 	}
-	snap, err := e.snapshot(pod)
+	all, err := e.slices.List(everything)
+	if err != nil {
+		return err
+	}
+	sc := taintScope(e.cfg.DriverName, all)
+	if sc.empty() {
+		// No tainted device of this driver: nothing to explain, and no
+		// diagnosis to pay for.
+		e.forget(key)
+		return nil
+	}
+	snap, err := e.snapshot(pod, all, sc)
 	if err != nil {
 		return err
 	}
@@ -79,27 +90,27 @@ func (e *Explainer) sync(_ context.Context, key string) error {
 	return nil
 }
 
-// snapshot is what diagnose.DiagnosePod reads, from the caches: the pod
-// alone, and all claims (their allocations decide which devices are
-// free), slices, classes and nodes. It holds copies of the cached
-// structs, whose slices and maps diagnose only reads. The plugin pods and
-// metrics a diagnosis after scheduling needs are left out: the verdict of
-// a Pending pod does not read them.
-func (e *Explainer) snapshot(pod *corev1.Pod) (*diagnose.Snapshot, error) {
+// snapshot is what diagnose.DiagnosePod reads, from the caches, within
+// the taint scope (scope.go): the pod alone, all claims (their allocations
+// decide which devices are free), classes, and the slices and nodes in
+// scope. It holds copies of the cached structs, whose slices and maps
+// diagnose only reads. The plugin pods and metrics a diagnosis after
+// scheduling needs are left out: the verdict of a Pending pod does not
+// read them.
+func (e *Explainer) snapshot(pod *corev1.Pod, all []*resourceapi.ResourceSlice, sc scope) (*diagnose.Snapshot, error) {
 	s := &diagnose.Snapshot{DriverName: e.cfg.DriverName, Pods: []corev1.Pod{*pod}}
 	var err error
 	if s.Claims, err = values(e.claims.List(everything)); err != nil {
 		return nil, err
 	}
-	if s.Slices, err = values(e.slices.List(everything)); err != nil {
-		return nil, err
-	}
 	if s.DeviceClasses, err = values(e.classes.List(everything)); err != nil {
 		return nil, err
 	}
-	if s.Nodes, err = values(e.nodes.List(everything)); err != nil {
+	nodes, err := e.nodes.List(everything)
+	if err != nil {
 		return nil, err
 	}
+	s.Slices, s.Nodes = inScope(all, sc.holds), inScope(nodes, sc.holdsNode)
 	return s, nil
 }
 
@@ -108,11 +119,7 @@ func values[T any](list []*T, err error) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]T, 0, len(list))
-	for _, x := range list {
-		out = append(out, *x)
-	}
-	return out, nil
+	return inScope(list, func(*T) bool { return true }), nil
 }
 
 // Message is the Event's note: each blocked request with its tainted

@@ -15,6 +15,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	clientsetscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
@@ -43,13 +44,17 @@ type cluster struct {
 	tolerate bool   // the request tolerates it
 	reason   string // the pod's PodScheduled reason ("" for no condition)
 	slicesOf string // driver that publishes the node's devices
+	// others are more nodes (profile othersProfile, dynamic MIG), not
+	// tainted, whose GPU 1 other claims hold: the pod fits nowhere there.
+	others        int
+	othersProfile string
 }
 
 func defaults() cluster {
 	return cluster{tainted: "gpu-1", reason: corev1.PodReasonUnschedulable, slicesOf: driver}
 }
 
-func (c cluster) objects(t *testing.T) []runtime.Object {
+func (c cluster) objects(t testing.TB) []runtime.Object {
 	t.Helper()
 	_, inv, err := simulate.Discover("h100x2", node, filepath.Join(t.TempDir(), "sim"))
 	if err != nil {
@@ -64,6 +69,9 @@ func (c cluster) objects(t *testing.T) []runtime.Object {
 			}
 		}
 		objs = append(objs, &s)
+	}
+	for i := range c.others {
+		objs = append(objs, otherNode(t, fmt.Sprintf("node-%03d", i), c.othersProfile)...)
 	}
 	for _, dc := range schedtest.ShippedDeviceClasses(t) {
 		objs = append(objs, dc)
@@ -96,9 +104,27 @@ func (c cluster) objects(t *testing.T) []runtime.Object {
 	return append(objs, claim, pod)
 }
 
+// otherNode is an untainted node whose GPU 1 a claim holds.
+func otherNode(t testing.TB, name, profile string) []runtime.Object {
+	_, inv, err := simulate.Discover(profile, name, filepath.Join(t.TempDir(), "sim"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}}
+	for i, s := range resourceslices.Objects(driver, name, resourceslices.Build(name, inv, resourceslices.Options{DynamicMIG: true})) {
+		s.Name = fmt.Sprintf("%s%d", s.GenerateName, i)
+		objs = append(objs, &s)
+	}
+	holder := schedtest.Claim("holder-"+name, schedtest.Request("gpu", "gpu.nvidia.com", 1))
+	holder.Namespace, holder.UID = "ns", types.UID("uid-holder-"+name)
+	holder.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+		{Request: "gpu", Driver: driver, Pool: name, Device: "gpu-1"}}}}
+	return append(objs, holder)
+}
+
 // start runs the explainer's informers (not its worker: the tests call
 // sync) with events going to a FakeRecorder.
-func start(t *testing.T, objs []runtime.Object) (*Explainer, *events.FakeRecorder, *testingclock.FakePassiveClock) {
+func start(t testing.TB, objs []runtime.Object) (*Explainer, *events.FakeRecorder, *testingclock.FakePassiveClock) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	rec := events.NewFakeRecorder(10)
@@ -155,6 +181,7 @@ func TestExplainer(t *testing.T) {
 		{name: "not tried by the scheduler yet", change: func(c *cluster) { c.reason = "" }},
 		{name: "scheduling gated", change: func(c *cluster) { c.reason = corev1.PodReasonSchedulingGated }},
 		{name: "claim of another driver", change: func(c *cluster) { c.slicesOf = other }},
+		{name: "more nodes, untainted, their GPU 1 held", change: func(c *cluster) { c.others, c.othersProfile = 3, "h100x2" }, want: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := defaults()
@@ -278,3 +305,65 @@ func TestMessage(t *testing.T) {
 }
 
 func scheme() *runtime.Scheme { return clientsetscheme.Scheme }
+
+// The taint scope: only this driver's slices with a NoSchedule or NoExecute
+// taint put a node (or a node-less pool) in it, and a node in it brings
+// every driver's slices of that node.
+func TestTaintScope(t *testing.T) {
+	slice := func(drv, node, pool string, effect resourceapi.DeviceTaintEffect) *resourceapi.ResourceSlice {
+		s := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: drv, Pool: resourceapi.ResourcePool{Name: pool}}}
+		if node != "" {
+			s.Spec.NodeName = &node
+		}
+		d := resourceapi.Device{Name: "d"}
+		if effect != "" {
+			d.Taints = []resourceapi.DeviceTaint{{Key: "k", Effect: effect}}
+		}
+		s.Spec.Devices = []resourceapi.Device{d}
+		return s
+	}
+	all := []*resourceapi.ResourceSlice{
+		slice(driver, "a", "a", resourceapi.DeviceTaintEffectNoSchedule),
+		slice(driver, "b", "b", ""),
+		slice(other, "c", "c", resourceapi.DeviceTaintEffectNoExecute),
+		slice(driver, "", "fabric", resourceapi.DeviceTaintEffectNoExecute),
+		slice(driver, "d", "d", resourceapi.DeviceTaintEffectNone),
+	}
+	sc := taintScope(driver, all)
+	var held []string
+	for _, s := range append(all, slice(other, "a", "a-other", "")) {
+		if sc.holds(s) {
+			held = append(held, s.Spec.Pool.Name)
+		}
+	}
+	if got := strings.Join(held, " "); got != "a fabric a-other" {
+		t.Errorf("in scope: %q, want node a's slices of every driver and the tainted node-less pool", got)
+	}
+	if taintScope(driver, all[1:3]).empty() != true {
+		t.Error("another driver's taint put this driver's explainer to work")
+	}
+}
+
+// BenchmarkSync is one look at an Unschedulable pod: the one node with a
+// tainted GPU among untainted nodes of eight H100s with dynamic MIG.
+func BenchmarkSync(b *testing.B) {
+	for _, others := range []int{0, 10, 100} {
+		b.Run(fmt.Sprintf("nodes=%d", others+1), func(b *testing.B) {
+			c := defaults()
+			c.others, c.othersProfile = others, "h100x8"
+			e, rec, _ := start(b, c.objects(b))
+			if err := e.sync(context.Background(), podKey); err != nil {
+				b.Fatal(err)
+			}
+			if got := recorded(rec); len(got) != 1 {
+				b.Fatalf("events %q, want one", got)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := e.sync(context.Background(), podKey); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
