@@ -168,18 +168,7 @@ apiVersion: v1
 kind: Namespace
 metadata: {name: gpu-chaos}
 ---
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: whole-gpu, namespace: gpu-chaos}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: gpu.nvidia.com
-          selectors: [{cel: {expression: "!device.allowMultipleAllocations"}}]
----
+`+gpuTemplate("whole-gpu", "gpu-chaos", "!device.allowMultipleAllocations")+`---
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {name: mig-pair, namespace: gpu-chaos}
@@ -358,7 +347,7 @@ func (c *chaosRun) pluginProcess() (pid int, container, state string) {
 	// This host's pod only: the DaemonSet also makes pods for any other
 	// node that registers, and they never run here.
 	node, _ := os.Hostname()
-	pods, err := client.CoreV1().Pods(driverNS).List(c.ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpu-dra-driver", FieldSelector: "spec.nodeName=" + node})
+	pods, err := client.CoreV1().Pods(driverNS).List(c.ctx, metav1.ListOptions{LabelSelector: pluginLabel, FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		return 0, "", err.Error()
 	}
@@ -494,7 +483,7 @@ func (c *chaosRun) diagnostics() {
 		}
 	}
 	for _, prev := range []string{"--previous", ""} {
-		args := []string{"logs", "-n", driverNS, "-l", "app.kubernetes.io/name=gpu-dra-driver", "--tail=40"}
+		args := []string{"logs", "-n", driverNS, "-l", pluginLabel, "--tail=40"}
 		if prev != "" {
 			args = append(args, prev)
 		}

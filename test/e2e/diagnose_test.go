@@ -37,19 +37,7 @@ func TestDiagnose(t *testing.T) {
 	t.Cleanup(func() { deleteNamespace(t, diagNS) })
 
 	t.Run("UnsatisfiableSelector", func(t *testing.T) {
-		applyYAML(t, `
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: b300, namespace: gpu-diagnose}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: gpu.nvidia.com
-          selectors: [{cel: {expression: "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B300'"}}]
-`+diagPod("unsatisfiable", "b300"))
+		applyYAML(t, gpuTemplate("b300", diagNS, "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B300'")+diagPod("unsatisfiable", "b300"))
 		waitEvent(t, "unsatisfiable", "FailedScheduling")
 		text, r := diagnoseBoth(t, gpudra, 1, "pod", diagNS+"/unsatisfiable")
 		wantIn(t, r.Verdict, "rejects all 8 devices", `productName is "NVIDIA H100 80GB HBM3" (8)`, "NVIDIA B300")
@@ -68,18 +56,7 @@ spec:
       - name: gpus
         exactly: {deviceClassName: gpu.nvidia.com, count: 8}
 ---
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one-h100, namespace: gpu-diagnose}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: gpu.nvidia.com
-          selectors: [{cel: {expression: "device.attributes['gpu.nvidia.com'].productName.matches('H100')"}}]
-`+diagPod("eight-h100", "eight-h100"))
+`+gpuTemplate("one-h100", diagNS, "device.attributes['gpu.nvidia.com'].productName.matches('H100')")+diagPod("eight-h100", "eight-h100"))
 		waitPodRunning(t, "eight-h100")
 		applyYAML(t, diagPod("ninth-h100", "one-h100"))
 		waitEvent(t, "ninth-h100", "FailedScheduling")
@@ -102,21 +79,7 @@ spec:
 		// TestWebhook); here the pod must get as far as prepare.
 		restoreWebhook := stopWebhook(t)
 		defer restoreWebhook()
-		applyYAML(t, `
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: bad-config, namespace: gpu-diagnose}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly: {deviceClassName: gpu.nvidia.com}
-      config:
-      - opaque:
-          driver: gpu.nvidia.com
-          parameters: {apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, sharing: {strategy: TimeSlicing, timeSlicingConfig: {intervall: Long}}}
-`+diagPod("bad-config", "bad-config"))
+		applyYAML(t, badConfigTemplate(diagNS)+diagPod("bad-config", "bad-config"))
 		waitEvent(t, "bad-config", "FailedPrepareDynamicResources")
 		_, r := diagnoseBoth(t, gpudra, 1, "pod", diagNS+"/bad-config")
 		wantIn(t, r.Verdict, "cannot start", `unknown field "sharing.timeSlicingConfig.intervall"`, "devices.config[0]")

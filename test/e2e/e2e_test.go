@@ -87,11 +87,11 @@ func testResourceSlices(t *testing.T) {
 // own pod-bound token: the admission policy must deny it.
 func testNodeRestriction(t *testing.T) {
 	ctx := context.Background()
-	pods, err := client.CoreV1().Pods(driverNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpu-dra-driver"})
-	if err != nil || len(pods.Items) == 0 {
-		t.Fatalf("plugin pod: %v", err)
+	pods := pluginPodList(t)
+	if len(pods) == 0 {
+		t.Fatal("no plugin pod")
 	}
-	p := pods.Items[0]
+	p := pods[0]
 	tok, err := client.CoreV1().ServiceAccounts(driverNS).CreateToken(ctx, p.Spec.ServiceAccountName, &authv1.TokenRequest{Spec: authv1.TokenRequestSpec{
 		ExpirationSeconds: ptr.To[int64](600),
 		BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID},
@@ -165,19 +165,7 @@ func testSelectors(t *testing.T) {
 	if logs := kubectl(t, "logs", "-n", ns, "big-memory"); !strings.Contains(logs, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50") || !strings.Contains(logs, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=40960M") || !strings.Contains(logs, "CUDA_MPS_PIPE_DIRECTORY=") {
 		t.Fatalf("MPS client limits missing:\n%s", logs)
 	}
-	applyYAML(t, `
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: no-such-gpu, namespace: gpu-demo}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: gpu.nvidia.com
-          selectors: [{cel: {expression: "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B300'"}}]
----
+	applyYAML(t, gpuTemplate("no-such-gpu", ns, "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA B300'")+`---
 apiVersion: v1
 kind: Pod
 metadata: {name: unsatisfiable, namespace: gpu-demo}
@@ -209,21 +197,7 @@ func testInvalidConfig(t *testing.T) {
 	// TestWebhook); this test is about the plugin's own check at prepare.
 	restoreWebhook := stopWebhook(t)
 	defer restoreWebhook()
-	applyYAML(t, `
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: bad-config, namespace: gpu-demo}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly: {deviceClassName: gpu.nvidia.com}
-      config:
-      - opaque:
-          driver: gpu.nvidia.com
-          parameters: {apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, sharing: {strategy: TimeSlicing, timeSlicingConfig: {intervall: Long}}}
----
+	applyYAML(t, badConfigTemplate(ns)+`---
 apiVersion: v1
 kind: Pod
 metadata: {name: bad-config, namespace: gpu-demo}
@@ -249,22 +223,15 @@ spec:
 // pod outright: running pods keep their GPUs, and a claim prepared by an
 // old pod is unprepared by the new one.
 func testPluginRestart(t *testing.T) {
-	ctx := context.Background()
 	_, before, _ := gpuOf(t, "h100-a", "")
 	kubectl(t, "rollout", "restart", "daemonset", "-n", driverNS)
 	kubectl(t, "rollout", "status", "daemonset", "-n", driverNS, "--timeout=120s")
 	// Without slices, the next plugin publishes them ahead of the
 	// resourceslice controller, which must adopt them unchanged.
 	kubectl(t, "delete", "resourceslices", "--field-selector", "spec.driver="+driverName)
-	kubectl(t, "delete", "pod", "-n", driverNS, "-l", "app.kubernetes.io/name=gpu-dra-driver", "--wait=true")
-	waitFor(t, "a new plugin pod", 90*time.Second, func() (bool, string) {
-		pods, err := client.CoreV1().Pods(driverNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpu-dra-driver"})
-		if err != nil || len(pods.Items) != 1 {
-			return false, "no single pod"
-		}
-		p := pods.Items[0]
-		return p.Status.Phase == "Running" && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready, string(p.Status.Phase)
-	})
+	old := pluginPods(t)
+	kubectl(t, "delete", "pod", "-n", driverNS, "-l", pluginLabel, "--wait=true")
+	waitNewPlugin(t, old)
 	checkSeededSlicesAdopted(t)
 	p := pod(t, "h100-a")
 	if p.Status.Phase != "Running" || p.Status.ContainerStatuses[0].RestartCount != 0 {

@@ -87,19 +87,7 @@ func injectFault(t *testing.T, uuid, spec string) {
 // podOnGPU creates a pod whose claim can only be satisfied by GPU minor.
 func podOnGPU(t *testing.T, name string, minor int) {
 	t.Helper()
-	applyYAML(t, fmt.Sprintf(`
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: gpu-%[2]d-only, namespace: gpu-demo}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: gpu.nvidia.com
-          selectors: [{cel: {expression: "device.attributes['gpu.nvidia.com'].minor == %[2]d"}}]
----
+	applyYAML(t, gpuTemplate(fmt.Sprintf("gpu-%d-only", minor), ns, fmt.Sprintf("device.attributes['gpu.nvidia.com'].minor == %d", minor))+fmt.Sprintf(`---
 apiVersion: v1
 kind: Pod
 metadata: {name: %[1]s, namespace: gpu-demo}
@@ -276,34 +264,6 @@ func setTaintEffect(t *testing.T, effect string) {
 	})
 }
 
-// waitPluginReady waits until every plugin pod is one that want accepts
-// and at least one is Ready. Ready means its health monitor watches NVML
-// events (/readyz): a fault injected earlier would be a fault from before
-// the start, which NVML reports without its XID.
-func waitPluginReady(t *testing.T, what string, want func(corev1.Pod) bool) {
-	t.Helper()
-	waitFor(t, what, 120*time.Second, func() (bool, string) {
-		// The plugin's pods only: the namespace also holds the webhook's
-		// and the MPS daemons'.
-		pods, err := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpu-dra-driver"})
-		if err != nil {
-			return false, err.Error()
-		}
-		ready := 0
-		for _, p := range pods.Items {
-			if p.DeletionTimestamp != nil || !want(p) {
-				return false, "old plugin pod " + p.Name
-			}
-			for _, c := range p.Status.ContainerStatuses {
-				if c.Ready {
-					ready++
-				}
-			}
-		}
-		return ready > 0, fmt.Sprintf("%d ready", ready)
-	})
-}
-
 // TestHealthTaintLatency measures fault injection to taint in the slice,
 // as the scheduler sees it (a watch on ResourceSlices), five times.
 func TestHealthTaintLatency(t *testing.T) {
@@ -335,7 +295,7 @@ func TestHealthTaintLatency(t *testing.T) {
 	t.Logf("fault injection to taint in the ResourceSlice: median %v of %v", sorted[len(sorted)/2].Round(time.Millisecond), took)
 	// The plugin's share: from the event to the slices handed to the
 	// resourceslice controller.
-	out, _ := exec.Command("kubectl", "logs", "-n", driverNS, "-l", "app.kubernetes.io/name=gpu-dra-driver", "--tail=-1").CombinedOutput()
+	out, _ := exec.Command("kubectl", "logs", "-n", driverNS, "-l", pluginLabel, "--tail=-1").CombinedOutput()
 	for _, line := range strings.Split(string(out), "\n") {
 		if strings.Contains(line, "GPU fault") || strings.Contains(line, "Published device health") {
 			t.Log(line)

@@ -187,3 +187,75 @@ func checkpointRecords() []string {
 	m, _ := filepath.Glob(filepath.Join(stateDir(), "checkpoint", "*.json"))
 	return m
 }
+
+// pluginLabel selects the kubelet plugin's pods: the driver namespace also
+// holds the webhook's and the MPS daemons'.
+const pluginLabel = "app.kubernetes.io/name=gpu-dra-driver"
+
+func pluginPodList(t *testing.T) []corev1.Pod {
+	t.Helper()
+	pods, err := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: pluginLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pods.Items
+}
+
+// waitPluginReady waits for the one plugin pod of this single-node cluster
+// to be one that want accepts, not terminating, and Ready. Ready means its
+// health monitor watches NVML events (/readyz): a fault injected earlier
+// would be a fault from before the start, which NVML reports without its
+// XID.
+func waitPluginReady(t *testing.T, what string, want func(corev1.Pod) bool) {
+	t.Helper()
+	waitFor(t, what, 180*time.Second, func() (bool, string) {
+		pods, err := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: pluginLabel})
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(pods.Items) != 1 {
+			return false, fmt.Sprintf("%d plugin pods", len(pods.Items))
+		}
+		p := pods.Items[0]
+		if p.DeletionTimestamp != nil || !want(p) {
+			return false, "old plugin pod " + p.Name
+		}
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready, string(p.Status.Phase)
+	})
+}
+
+// gpuTemplate is a ResourceClaimTemplate for one GPU that a CEL selector
+// picks, the request named "gpu".
+func gpuTemplate(name, namespace, selector string) string {
+	return fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: %s, namespace: %s}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpu.nvidia.com
+          selectors: [{cel: {expression: %q}}]
+`, name, namespace, selector)
+}
+
+// badConfigTemplate has a GpuConfig with a misspelt field (intervall),
+// which the plugin refuses at prepare and the webhook at admission.
+func badConfigTemplate(namespace string) string {
+	return fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: bad-config, namespace: %s}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com}
+      config:
+      - opaque:
+          driver: gpu.nvidia.com
+          parameters: {apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, sharing: {strategy: TimeSlicing, timeSlicingConfig: {intervall: Long}}}
+`, namespace)
+}

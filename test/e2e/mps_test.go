@@ -28,7 +28,6 @@ import (
 // memory-fraction sharing, in a namespace of their own.
 const (
 	mpsNS         = "gpu-mps"
-	pluginLabel   = "app.kubernetes.io/name=gpu-dra-driver"
 	daemonLabel   = "app.kubernetes.io/component=mps-control-daemon"
 	pluginDS      = "gpu-dra-driver-kubelet-plugin"
 	helmRelease   = "gpu-dra-driver"
@@ -168,24 +167,13 @@ func sameDaemon(t *testing.T, before mpsDaemon, after string) {
 // waitNewPlugin waits for exactly one ready plugin pod that is none of old.
 func waitNewPlugin(t *testing.T, old map[types.UID]bool) {
 	t.Helper()
-	waitFor(t, "one new ready plugin pod", 180*time.Second, func() (bool, string) {
-		list, err := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: pluginLabel})
-		if err != nil || len(list.Items) != 1 {
-			return false, "not one plugin pod"
-		}
-		p := list.Items[0]
-		return !old[p.UID] && p.DeletionTimestamp == nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].Ready, string(p.Status.Phase)
-	})
+	waitPluginReady(t, "one new ready plugin pod", func(p corev1.Pod) bool { return !old[p.UID] })
 }
 
 func pluginPods(t *testing.T) map[types.UID]bool {
 	t.Helper()
-	list, err := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: pluginLabel})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[types.UID]bool{}
-	for _, p := range list.Items {
+	for _, p := range pluginPodList(t) {
 		out[p.UID] = true
 	}
 	return out

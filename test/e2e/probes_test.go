@@ -6,14 +6,12 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestPluginProbes asks the deployed plugin's /healthz and /readyz what the
@@ -21,15 +19,12 @@ import (
 // renames the DRA socket; a liveness check that missed it failed on every
 // chart deployment and the kubelet restarted the plugin every ~40 s.
 func TestPluginProbes(t *testing.T) {
-	pods, err := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpu-dra-driver"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pods.Items) == 0 {
+	pods := pluginPodList(t)
+	if len(pods) == 0 {
 		t.Fatal("no plugin pod")
 	}
 	httpClient := &http.Client{Timeout: 10 * time.Second}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		c := p.Spec.Containers[0]
 		if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil {
 			t.Fatalf("pod %s: the chart gives the plugin HTTP liveness and readiness probes", p.Name)

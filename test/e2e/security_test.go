@@ -147,12 +147,12 @@ func requireClosedToOthers(t *testing.T, dir, mine string) {
 // pluginPID finds the running plugin container's process on this host.
 func pluginPID(t *testing.T) int {
 	t.Helper()
-	pods, err := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpu-dra-driver"})
-	if err != nil || len(pods.Items) == 0 {
-		t.Fatalf("plugin pod: %v", err)
+	pods := pluginPodList(t)
+	if len(pods) == 0 {
+		t.Fatal("no plugin pod")
 	}
 	var id string
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		for _, s := range p.Status.ContainerStatuses {
 			if s.Name == "plugin" && s.State.Running != nil && p.Status.Phase == corev1.PodRunning {
 				id = strings.TrimPrefix(s.ContainerID, "containerd://")
