@@ -9,21 +9,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-)
 
-// within waits for a result, failing the test after a timeout instead of
-// hanging when a lock is never released.
-func within[T any](t *testing.T, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: still waiting after 10s", what)
-		var zero T
-		return zero
-	}
-}
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/testwait"
+)
 
 func takeOver(t *testing.T, f *Fence) func() {
 	t.Helper()
@@ -55,7 +43,7 @@ func TestFenceCallsShareTheLock(t *testing.T) {
 		}
 		second <- err
 	}()
-	if err := within(t, second, "second call while the first is in flight"); err != nil {
+	if err := testwait.Receive(t, second, "second call while the first is in flight"); err != nil {
 		t.Fatal(err)
 	}
 	leave1()
@@ -87,7 +75,7 @@ func TestFenceOldCallsWaitForTakeOverThenFail(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	release()
-	if err := within(t, entered, "older call after the take-over"); !errors.Is(err, ErrSuperseded) {
+	if err := testwait.Receive(t, entered, "older call after the take-over"); !errors.Is(err, ErrSuperseded) {
 		t.Fatalf("older call after the take-over: %v, want ErrSuperseded", err)
 	}
 	leave, err := newer.Enter()

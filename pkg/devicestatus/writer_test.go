@@ -22,6 +22,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/testwait"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
 )
@@ -103,7 +104,7 @@ func start(t *testing.T, client *fake.Clientset, opts Options) *Writer {
 	w := New(ctx, client, "gpu.nvidia.com", opts)
 	t.Cleanup(func() {
 		cancel()
-		receive(t, w.Done, "the writer to stop")
+		testwait.Receive(t, w.Done, "the writer to stop")
 	})
 	return w
 }
@@ -148,7 +149,7 @@ func TestCoalescesToNewest(t *testing.T) {
 	w := start(t, client, Options{})
 
 	w.Prepared(claim("a"), devices("GPU-1"))
-	receive(t, entered, "the first write of a") // in flight now
+	testwait.Receive(t, entered, "the first write of a") // in flight now
 	for _, uuid := range []string{"GPU-2", "GPU-3", "GPU-4"} {
 		w.Prepared(claim("a"), devices(uuid))
 	}
@@ -320,17 +321,4 @@ func TestHealthConditionIsWritten(t *testing.T) {
 	if got := api.waitFor(t, 2)[1].conditions; len(got) != 1 || got[0] != "Healthy=False/Xid79" {
 		t.Fatalf("conditions written after the fault: %q", got)
 	}
-}
-
-// receive waits for a value on ch, failing the test instead of hanging.
-func receive[T any](t testing.TB, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(30 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-	}
-	var zero T
-	return zero
 }

@@ -34,6 +34,7 @@ import (
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/testwait"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
@@ -168,7 +169,7 @@ func (r *chaosRig) kill() {
 		return
 	}
 	_ = r.proc.cmd.Process.Signal(syscall.SIGKILL)
-	receive(r.t, r.proc.exited, "the killed plugin to exit")
+	testwait.Receive(r.t, r.proc.exited, "the killed plugin to exit")
 	r.proc.conn.Close()
 	r.proc = nil
 }

@@ -279,15 +279,3 @@ func (n *node) requireStillPrepared(claim *resourceapi.ResourceClaim, ids []stri
 	}
 }
 
-// receive waits for a value on ch, failing the test instead of hanging.
-func receive[T any](t testing.TB, ch <-chan T, what string) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(30 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-	}
-	var zero T
-	return zero
-}

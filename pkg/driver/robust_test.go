@@ -21,6 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/testwait"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/devicestatus"
 )
@@ -368,7 +369,7 @@ func TestConcurrentSharedPrepareUnprepare(t *testing.T) {
 		}()
 	}
 	for range claims {
-		if err := receive(t, errs, "a claim's prepare/unprepare cycles"); err != nil {
+		if err := testwait.Receive(t, errs, "a claim's prepare/unprepare cycles"); err != nil {
 			t.Fatal(err)
 		}
 	}
