@@ -278,4 +278,3 @@ func (n *node) requireStillPrepared(claim *resourceapi.ResourceClaim, ids []stri
 		n.t.Fatal("CDI spec left after unprepare in restarted plugin")
 	}
 }
-

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
 )
 
 // TestPluginProbes asks the deployed plugin's /healthz and /readyz what the
