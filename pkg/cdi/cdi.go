@@ -66,11 +66,9 @@ type Edits interface {
 
 // Writer writes and removes the per-claim specs in one directory.
 type Writer struct {
-	// staging is a CDI cache over the staging directory, used to write.
-	staging *cdiapi.Cache
-	dir     string
-	vendor  string
-	edits   Edits
+	dir    string
+	vendor string
+	edits  Edits
 }
 
 // NewWriter prepares to write specs for driverName into dir.
@@ -82,12 +80,6 @@ func NewWriter(dir, driverName string, edits Edits) (*Writer, error) {
 	if err := os.MkdirAll(w.stagingDir(), 0o755); err != nil {
 		return nil, fmt.Errorf("create CDI staging dir: %w", err)
 	}
-	// No auto-refresh: this process only writes; containerd reads.
-	staging, err := cdiapi.NewCache(cdiapi.WithSpecDirs(w.stagingDir()), cdiapi.WithAutoRefresh(false))
-	if err != nil {
-		return nil, fmt.Errorf("open CDI staging dir: %w", err)
-	}
-	w.staging = staging
 	return w, nil
 }
 
@@ -147,16 +139,40 @@ func (w *Writer) Write(claimUID types.UID, devices []Device, record any) ([]stri
 	return ids, nil
 }
 
-// writeSpec has the CDI library validate and write the spec into the
-// driver's staging directory (a subdirectory, which CDI readers skip), then
-// renames it into place. The library writes through a temp file named
-// "spec.*.tmp" for every vendor; in the staging directory one that a killed
-// plugin left behind is known to be this driver's, and removed at start.
-func (w *Writer) writeSpec(claimUID types.UID, spec *cdispec.Spec) error {
-	if err := w.staging.WriteSpec(spec, w.specName(claimUID)); err != nil {
+// writeSpec has the CDI library validate and write the spec into a
+// directory of its own under the driver's staging directory (which CDI
+// readers skip), then renames it into place.
+//
+// The library writes through a temp file named "spec.*.tmp" for every
+// vendor and leaves it behind when the write fails, e.g. on a full CDI
+// directory, where each retry would take whatever space was just freed.
+// In a directory of this write's own, whatever is there after a failure is
+// this write's, and removed with the directory; other claims' writes in
+// flight are in theirs. What a killed plugin left behind is removed at
+// start (RemoveTempFiles).
+func (w *Writer) writeSpec(claimUID types.UID, spec *cdispec.Spec) (err error) {
+	// The staging directory is recreated should anything have removed it.
+	if err := os.MkdirAll(w.stagingDir(), 0o755); err != nil {
 		return err
 	}
-	return os.Rename(filepath.Join(w.stagingDir(), w.specName(claimUID)), w.SpecPath(claimUID))
+	tmp, err := os.MkdirTemp(w.stagingDir(), string(claimUID)+".")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if rmErr := os.RemoveAll(tmp); rmErr != nil && err == nil {
+			err = rmErr
+		}
+	}()
+	// No auto-refresh: this process only writes; containerd reads.
+	staging, err := cdiapi.NewCache(cdiapi.WithSpecDirs(tmp), cdiapi.WithAutoRefresh(false))
+	if err != nil {
+		return err
+	}
+	if err := staging.WriteSpec(spec, w.specName(claimUID)); err != nil {
+		return err
+	}
+	return os.Rename(filepath.Join(tmp, w.specName(claimUID)), w.SpecPath(claimUID))
 }
 
 func (w *Writer) stagingDir() string { return filepath.Join(w.dir, "."+w.vendor+"-staging") }

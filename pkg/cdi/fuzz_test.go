@@ -23,7 +23,7 @@ func FuzzClaimSpec(f *testing.F) {
 	}
 	f.Add([]byte(`{"kind":"k8s.gpu.nvidia.com/claim","annotations":{"gpu.nvidia.com/prepared-claim":"{}"}}`))
 	f.Add([]byte("\x00"))
-	// One writer per fuzzing process: opening the CDI cache is the slow part.
+	// One writer per fuzzing process.
 	dir := f.TempDir()
 	w, err := NewWriter(dir, "gpu.nvidia.com", nil)
 	if err != nil {
