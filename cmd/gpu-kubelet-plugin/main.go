@@ -7,12 +7,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,6 +57,7 @@ type options struct {
 	strategies   []string
 	taintEffect  string
 	ignoredXIDs  []string
+	bootIDFile   string
 	health       driver.HealthConfig
 	mps          mpsOptions
 }
@@ -96,6 +99,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "Kubelet root directory (plugins/ and plugins_registry/ are under it).")
 	f.StringVar(&o.stateDir, "state-dir", "", "Checkpoint and simulator state; default <kubelet-dir>/plugins/<driver-name>.")
 	f.StringVar(&o.cdiRoot, "cdi-root", "/var/run/cdi", "Directory containerd reads CDI specs from.")
+	f.StringVar(&o.bootIDFile, "boot-id-file", "", "File holding the node's boot ID, which tells a reboot from a plugin restart; default "+driver.DefaultBootIDFile+" (a simulated node's own file with --simulate).")
 	f.StringVar(&o.httpEndpoint, "http-endpoint", ":9402", "Address for /metrics, /healthz and /readyz; empty to disable.")
 	f.BoolVar(&o.fractional, "fractional-memory", false, "Offer whole GPUs for memory-fraction sharing: many claims each take a share of memory (and compute), enforced with MPS. GPUs so offered are not partitioned into MIG devices.")
 	f.IntSliceVar(&o.fractionalOn, "fractional-memory-gpus", nil, "Limit --fractional-memory to these GPU minor numbers; all GPUs when empty.")
@@ -224,6 +228,29 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	m := metrics.New()
+	// Probes and metrics are served from the first moment: while Start
+	// runs (it waits for nothing remote, but NVML and disk can be slow)
+	// the process is live and not ready.
+	var started atomic.Pointer[driver.Driver]
+	if o.httpEndpoint != "" {
+		live := func() error {
+			if d := started.Load(); d != nil {
+				return d.Live()
+			}
+			return nil
+		}
+		ready := func() error {
+			if d := started.Load(); d != nil {
+				return d.Ready()
+			}
+			return errors.New("starting: restoring prepared claims")
+		}
+		addr, err := m.Serve(ctx, o.httpEndpoint, live, ready)
+		if err != nil {
+			return fmt.Errorf("serve metrics on %s: %w", o.httpEndpoint, err)
+		}
+		logger.Info("Serving metrics and liveness", "address", addr.String())
+	}
 	d, err := driver.Start(ctx, driver.Config{
 		DriverName: o.driverName, NodeName: o.nodeName, Client: client, StatusClient: statusClient, Backend: be,
 		StateDir: o.stateDir, CDIDir: o.cdiRoot,
@@ -235,18 +262,13 @@ func run(ctx context.Context, o *options) error {
 		SharingStrategies: strategies,
 		Health:            o.health,
 		MPSRunner:         o.mps.runner(client, o.nodeName, o.mpsHostDriverRoot()),
+		BootIDFile:        o.bootIDFile,
 	})
 	if err != nil {
 		return err
 	}
 	defer d.Stop()
-	if o.httpEndpoint != "" {
-		addr, err := m.Serve(ctx, o.httpEndpoint, d.Live, d.Ready)
-		if err != nil {
-			return fmt.Errorf("serve metrics on %s: %w", o.httpEndpoint, err)
-		}
-		logger.Info("Serving metrics and liveness", "address", addr.String())
-	}
+	started.Store(d)
 	// Start-up (API scheme registration, discovery, the first publication)
 	// leaves a few MiB of garbage; give it back now, and again whenever the
 	// plugin has been idle for a while.

@@ -25,7 +25,7 @@ import (
 func main() {
 	sharing.RunStandInIfRequested() // the demo's simulated MPS daemons
 	root := &cobra.Command{Use: "gpudra", Short: "Tools for the GPU DRA driver", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(newDemoCommand(), newSmokeCommand(), newMigPackingCommand(), newDiagnoseCommand())
+	root.AddCommand(newDemoCommand(), newSmokeCommand(), newMigPackingCommand(), newDiagnoseCommand(), newSimulateRebootCommand())
 	if err := root.Execute(); err != nil {
 		var code exitCode
 		if errors.As(err, &code) {

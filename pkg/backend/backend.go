@@ -34,6 +34,10 @@ type Backend struct {
 	// simulating, none for real GPUs (their daemons run in pods).
 	TimeSlicer  sharing.TimeSlicer
 	MPSLauncher sharing.DaemonLauncher
+	// BootIDFile holds the boot ID of the node: the kernel's, or the
+	// simulated node's (which a simulated reboot changes). Empty means
+	// the kernel's.
+	BootIDFile string
 }
 
 // Options select and locate the backend.
@@ -129,7 +133,7 @@ func openSimulated(o Options) (*Backend, error) {
 		return nil, err
 	}
 	edits := cdi.SimulatedEdits{DevicePath: sim.DevicePath, MigDevicePath: sim.MigDevicePath, ControlDevicePath: sim.ControlDevicePath(), NvidiaSmiPath: smi}
-	return &Backend{NVML: sim, Inventory: inv, Edits: edits, Simulator: sim, TimeSlicer: sim, MPSLauncher: sharing.StandIn{}}, nil
+	return &Backend{NVML: sim, Inventory: inv, Edits: edits, Simulator: sim, TimeSlicer: sim, MPSLauncher: sharing.StandIn{}, BootIDFile: sim.BootIDPath()}, nil
 }
 
 // installStub copies the nvidia-smi stand-in into the state directory,

@@ -8,6 +8,14 @@
 // rename). One file per claim keeps unrelated claims from contending on a
 // node-wide lock around disk I/O, and a damaged file costs one claim's
 // record, which Open moves aside so the caller can rebuild it.
+//
+// Versioning: every file names its format ("gpu.nvidia.com/checkpoint/v<N>"),
+// and N goes up whenever what a record holds or how it is checked changes.
+// A reader reads every older format; the current one is decoded strictly, so
+// a field it does not know is damage, not something to drop. A record of a
+// newer format (after a downgrade) is left untouched on disk and its claim is
+// refused (NewerError) rather than prepared, rewritten or deleted, so a
+// downgrade loses nothing and upgrading back restores the claim.
 package checkpoint
 
 import (
@@ -26,10 +34,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Version is the on-disk format version. Files of other versions are
-// treated as unreadable and moved aside.
-const Version = "gpu.nvidia.com/checkpoint/v1"
-
 const fileSuffix = ".json"
 
 // ClaimState is how far preparation of a claim got.
@@ -41,7 +45,16 @@ const (
 	PrepareStarted ClaimState = "PrepareStarted"
 	// PrepareCompleted means the CDI spec is written and the IDs returned.
 	PrepareCompleted ClaimState = "PrepareCompleted"
+	// RestorePending is a prepared claim whose devices lost their
+	// configuration (a reboot) and are not configured again yet: its
+	// MIG identities are forgotten, and it is restored, never rolled back.
+	RestorePending ClaimState = "RestorePending"
 )
+
+// Prepared reports whether the kubelet was told the claim is prepared.
+func (c PreparedClaim) Prepared() bool {
+	return c.State == PrepareCompleted || c.State == RestorePending
+}
 
 // PreparedDevice is one allocated device of a prepared claim.
 type PreparedDevice struct {
@@ -97,6 +110,10 @@ type PreparedClaim struct {
 	Name      string           `json:"name"`
 	State     ClaimState       `json:"state"`
 	Devices   []PreparedDevice `json:"devices,omitempty"`
+	// BootID is the node's boot ID (/proc/sys/kernel/random/boot_id) of
+	// the boot in which the claim was prepared; empty in records written
+	// before format v2.
+	BootID string `json:"bootID,omitempty"`
 }
 
 // file is the on-disk form; the checksum covers the claim's bytes exactly
@@ -113,23 +130,30 @@ type Store struct {
 
 	mu     sync.RWMutex // guards claims only; never held across I/O
 	claims map[types.UID]PreparedClaim
+	// newer maps claims recorded in a newer format to that format's
+	// version. Open fills it; it never changes afterwards.
+	newer map[types.UID]string
 }
 
 // Recovered describes records Open could not use.
 type Recovered struct {
 	// MovedAside lists damaged files renamed to *.corrupt-<time>.
 	MovedAside []string
+	// Newer maps each claim recorded by a newer driver to the version of
+	// its file. Those files are left as they are and not loaded.
+	Newer map[types.UID]string
 }
 
 // Open loads every record in dir, creating dir if needed. Unreadable,
-// corrupt or foreign-version files are moved aside and reported instead of
-// failing: the plugin must never crash-loop on its own files.
+// corrupt or unknown-version files are moved aside and reported instead of
+// failing: the plugin must never crash-loop on its own files. Records of a
+// newer format are left in place and reported in Recovered.Newer.
 func Open(dir string) (*Store, Recovered, error) {
 	var rec Recovered
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, rec, fmt.Errorf("create checkpoint dir: %w", err)
 	}
-	s := &Store{dir: dir, claims: map[types.UID]PreparedClaim{}}
+	s := &Store{dir: dir, claims: map[types.UID]PreparedClaim{}, newer: map[types.UID]string{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, rec, fmt.Errorf("read checkpoint dir: %w", err)
@@ -146,6 +170,15 @@ func Open(dir string) (*Store, Recovered, error) {
 			continue
 		}
 		claim, err := readFile(path)
+		var newer *NewerVersionError
+		if uid := types.UID(strings.TrimSuffix(name, fileSuffix)); errors.As(err, &newer) && ValidToken(string(uid)) {
+			s.newer[uid] = newer.Version
+			if rec.Newer == nil {
+				rec.Newer = map[types.UID]string{}
+			}
+			rec.Newer[uid] = newer.Version
+			continue
+		}
 		if err != nil || string(claim.UID)+fileSuffix != name {
 			aside := fmt.Sprintf("%s.corrupt-%d", path, time.Now().UnixNano())
 			if rerr := os.Rename(path, aside); rerr != nil {
@@ -162,8 +195,9 @@ func Open(dir string) (*Store, Recovered, error) {
 }
 
 // ReadOnly returns the valid records in dir without changing anything
-// there: damaged files are skipped rather than moved aside, and a missing
-// dir holds no records. For previews (--print-slices) of a live node.
+// there: damaged files and records of a newer format are skipped rather
+// than moved aside, and a missing dir holds no records. For previews
+// (--print-slices) of a live node.
 func ReadOnly(dir string) ([]PreparedClaim, error) {
 	entries, err := os.ReadDir(dir)
 	if os.IsNotExist(err) {
@@ -185,26 +219,20 @@ func ReadOnly(dir string) ([]PreparedClaim, error) {
 	return out, nil
 }
 
+// readFile reads one record of any format this driver knows. A record of
+// a newer format is a *NewerVersionError (without its UID, which only the
+// file name gives).
 func readFile(path string) (PreparedClaim, error) {
 	data, err := readCapped(path, MaxFileSize)
 	if err != nil {
 		return PreparedClaim{}, err
 	}
-	var f file
-	if err := json.Unmarshal(data, &f); err != nil {
-		return PreparedClaim{}, fmt.Errorf("decode %s: %w", path, err)
-	}
-	if f.Version != Version {
-		return PreparedClaim{}, fmt.Errorf("%s: unsupported version %q", path, f.Version)
-	}
-	if crc32.ChecksumIEEE(f.Claim) != f.Checksum {
-		return PreparedClaim{}, fmt.Errorf("%s: checksum mismatch", path)
-	}
-	var c PreparedClaim
-	if err := json.Unmarshal(f.Claim, &c); err != nil {
-		return PreparedClaim{}, fmt.Errorf("decode %s: %w", path, err)
-	}
-	if err := c.Validate(); err != nil {
+	c, err := decodeFile(data)
+	if err != nil {
+		var newer *NewerVersionError
+		if errors.As(err, &newer) {
+			return PreparedClaim{}, err
+		}
 		return PreparedClaim{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
@@ -273,7 +301,12 @@ func (s *Store) List() []PreparedClaim {
 // fsynced: a record lost to power failure only makes the kubelet prepare
 // the claim again, which is idempotent, and start-up removes anything
 // unrecorded.
+//
+// A claim recorded by a newer driver is refused and its file left as it is.
 func (s *Store) Put(c PreparedClaim) error {
+	if err := s.NewerError(c.UID); err != nil {
+		return err
+	}
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("refusing to record claim %s: %w", c.UID, err)
 	}
@@ -295,8 +328,12 @@ func (s *Store) Put(c PreparedClaim) error {
 	return nil
 }
 
-// Delete removes a claim's record; deleting a missing record is not an error.
+// Delete removes a claim's record; deleting a missing record is not an
+// error. A record of a newer format is not deleted: that is an error.
 func (s *Store) Delete(uid types.UID) error {
+	if err := s.NewerError(uid); err != nil {
+		return err
+	}
 	if err := os.Remove(s.path(uid)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("delete checkpoint of claim %s: %w", uid, err)
 	}

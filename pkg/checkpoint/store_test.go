@@ -19,7 +19,7 @@ import (
 
 // fullRecord sets every field, so a round trip that drops one shows.
 func fullRecord(uid string, state ClaimState) PreparedClaim {
-	return PreparedClaim{UID: types.UID(uid), Namespace: "ns", Name: "claim-" + uid, State: state, Devices: []PreparedDevice{
+	return PreparedClaim{UID: types.UID(uid), Namespace: "ns", Name: "claim-" + uid, State: state, BootID: "21d6511a-6f19-428e-8a1b-0808e6cce955", Devices: []PreparedDevice{
 		{Requests: []string{"a", "b/c"}, Pool: "n1", Device: "gpu-0", Type: "gpu", UUID: "GPU-0", ProductName: "NVIDIA H100 80GB HBM3",
 			CDIDeviceIDs: []string{"k8s.gpu.nvidia.com/claim=" + uid + "-gpu-0"}, Shared: true, ShareID: "share-1",
 			Sharing: &SharingRecord{Strategy: "MPS", Target: "GPU-0", ActiveThreadPercentage: 40, PinnedMemoryBytes: 10 << 30}},
@@ -84,7 +84,7 @@ func writeVersioned(t *testing.T, dir, version string, c PreparedClaim) {
 	}
 }
 
-// TestVersionField: files carry Version; another version (or none) is
+// TestVersionField: files carry Version; an unknown version (or none) is
 // moved aside even with a correct checksum, the current one is loaded.
 func TestVersionField(t *testing.T) {
 	dir := t.TempDir()
@@ -97,7 +97,7 @@ func TestVersionField(t *testing.T) {
 	if err := json.Unmarshal(data, &f); err != nil || f.Version != Version || f.Checksum != crc32.ChecksumIEEE(f.Claim) {
 		t.Fatalf("written file: version %q checksum %d (%v)", f.Version, f.Checksum, err)
 	}
-	writeVersioned(t, dir, "gpu.nvidia.com/checkpoint/v2", fullRecord("u2", PrepareCompleted))
+	writeVersioned(t, dir, "gpu.nvidia.com/checkpoint/v0", fullRecord("u2", PrepareCompleted))
 	writeVersioned(t, dir, "", fullRecord("u3", PrepareCompleted))
 	writeVersioned(t, dir, Version, fullRecord("u4", PrepareCompleted))
 	s2, rec := reopen(t, dir)

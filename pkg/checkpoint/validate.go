@@ -19,6 +19,10 @@ const MaxFileSize = 1 << 20
 // name "..", a path separator or the empty string.
 var tokenPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
+// bootIDPattern is a boot ID as the kernel prints it (a UUID), or any
+// short run of hex digits and dashes.
+var bootIDPattern = regexp.MustCompile(`^[0-9A-Fa-f-]{1,64}$`)
+
 // dnsLabel is a DRA device name.
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
@@ -32,11 +36,14 @@ func (c *PreparedClaim) Validate() error {
 	if !ValidToken(string(c.UID)) {
 		return fmt.Errorf("uid %q is not a valid claim UID", c.UID)
 	}
-	if c.State != PrepareStarted && c.State != PrepareCompleted {
-		return fmt.Errorf("state %q is neither %s nor %s", c.State, PrepareStarted, PrepareCompleted)
+	if c.State != PrepareStarted && c.State != PrepareCompleted && c.State != RestorePending {
+		return fmt.Errorf("state %q is none of %s, %s and %s", c.State, PrepareStarted, PrepareCompleted, RestorePending)
 	}
 	if len(c.Namespace) > 253 || len(c.Name) > 253 {
 		return fmt.Errorf("namespace or name longer than 253 characters")
+	}
+	if c.BootID != "" && !bootIDPattern.MatchString(c.BootID) {
+		return fmt.Errorf("bootID %q is not a boot ID (at most 64 hex digits and dashes)", c.BootID)
 	}
 	seen := make(map[string]bool, len(c.Devices))
 	for i := range c.Devices {
@@ -86,7 +93,8 @@ func (d *PreparedDevice) validate(completed bool) error {
 }
 
 // DeepCopy returns a record that shares no memory with c, so that the
-// store's copy and a caller's copy never alias.
+// store's copy and a caller's copy never alias. Fields that are values
+// (strings such as BootID, numbers) are copied with the struct.
 func (c PreparedClaim) DeepCopy() PreparedClaim {
 	out := c
 	if c.Devices != nil {

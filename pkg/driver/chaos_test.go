@@ -86,7 +86,7 @@ func runPluginChildIfRequested() {
 		fail(err)
 	}
 	ctx := klog.NewContext(context.Background(), klog.Background())
-	_, err = Start(ctx, Config{
+	d, err := Start(ctx, Config{
 		DriverName: testDriver, NodeName: testNode, Client: fakeapi.NewClientset(objects...), Backend: be,
 		StateDir: state, CDIDir: filepath.Join(root, "cdi"), PluginDir: filepath.Join(root, "plugin"+cfg.Instance), RegistrarDir: filepath.Join(root, "registry"+cfg.Instance),
 		Publish:           resourceslices.Options{DynamicMIG: true, FractionalMemory: len(cfg.FractionalGPUs) > 0, FractionalGPUs: cfg.FractionalGPUs},
@@ -94,6 +94,11 @@ func runPluginChildIfRequested() {
 	})
 	if err != nil {
 		fail(err)
+	}
+	// Claims deleted while the plugin was down are cleaned up in the
+	// background; the rig checks for leftovers once they are.
+	for !d.Reconciled() {
+		time.Sleep(5 * time.Millisecond)
 	}
 	if err := os.WriteFile(filepath.Join(root, "ready"+cfg.Instance), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		fail(err)

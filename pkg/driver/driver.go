@@ -17,7 +17,6 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -60,6 +59,8 @@ type Config struct {
 	// MPSRunner runs MPS control daemons (pods of their own in a
 	// cluster); nil runs them as local processes of Backend.MPSLauncher.
 	MPSRunner sharing.Runner
+	// BootIDFile holds the node's boot ID; Backend.BootIDFile when empty.
+	BootIDFile string
 }
 
 // Driver is a running kubelet plugin.
@@ -74,6 +75,9 @@ type Driver struct {
 	// draSocket is the path the helper gave the DRA service's listener
 	// (its name depends on rolling updates); the liveness probe dials it.
 	draSocket atomic.Pointer[string]
+	// published is set once the ResourceSlice controller runs, reconciled
+	// once the API server answered for every prepared claim (background.go).
+	published, reconciled atomic.Bool
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -81,7 +85,10 @@ var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 // checkpointDir holds the claim records under the plugin's state dir.
 func checkpointDir(stateDir string) string { return filepath.Join(stateDir, "checkpoint") }
 
-// Start recovers the checkpoint, serves the kubelet and publishes slices.
+// Start recovers the checkpoint from local state, serves the kubelet, and
+// leaves everything that needs the API server (publishing slices, removing
+// claims deleted meanwhile, reporting) to the background: a node that
+// boots while the API server is away serves its prepared claims at once.
 func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	logger := klog.FromContext(ctx)
 	if cfg.Metrics == nil {
@@ -130,22 +137,25 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		DriverName: cfg.DriverName, PoolName: cfg.NodeName, Devices: devices,
 		Store: store, CDI: writer, Status: d.status,
 		Sharing: sharingConfig(cfg), Fence: fence,
+		BootID: readBootID(logger, cmp.Or(cfg.BootIDFile, cfg.Backend.BootIDFile)),
 	})
-	report := d.state.Recover(ctx, func(ctx context.Context, ns, name string) (*resourceapi.ResourceClaim, error) {
-		return cfg.Client.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
-	})
+	report := d.state.RecoverLocal(ctx)
 	recovered = true
 	releaseFence()
-	logger.Info("Recovered prepared claims", "kept", report.Kept, "rolledBack", report.RolledBack, "stale", report.Stale, "rebuilt", report.Rebuilt, "orphanSpecs", report.OrphanSpecs, "unownedMigDestroyed", report.UnownedMig, "unownedMPSStopped", report.UnownedMPS, "problems", len(report.Problems))
+	logger.Info("Recovered prepared claims", "kept", report.Kept, "restored", report.Restored, "unrestored", report.Unrestored, "rolledBack", report.RolledBack, "rebuilt", report.Rebuilt, "orphanSpecs", report.OrphanSpecs, "unownedMigDestroyed", report.UnownedMig, "problems", len(report.Problems))
 	problems := report.Problems
 	for _, f := range rec.MovedAside {
 		problems = append(problems, "moved damaged checkpoint file aside: "+filepath.Base(f))
+	}
+	for uid, version := range rec.Newer {
+		problems = append(problems, fmt.Sprintf("claim %s was prepared by a newer driver (checkpoint %s); it is left as it is", uid, version))
 	}
 	if len(problems) > 0 {
 		cfg.Metrics.Errors.WithLabelValues("recovery").Add(float64(len(problems)))
 		go reportToNode(ctx, cfg.Client, cfg.NodeName, "PluginStateRecovery", problems)
 	}
 	cfg.Metrics.ObservePreparedDevices(d.state.PreparedDeviceCount)
+	cfg.Metrics.ObserveUnrestoredClaims(func() int { return len(d.state.Unrestored()) })
 
 	for _, dir := range []string{cfg.PluginDir, cfg.RegistrarDir} {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -179,28 +189,9 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	cfg.Metrics.ObserveRegistration(d.Registered)
 	go d.state.SuperviseSharing(ctx, 5*time.Second)
-	// After the helper started (so the kubelet can reach us as soon as the
-	// scheduler uses the devices), before the controller's one-second wait.
-	seedStart := time.Now()
-	if n, err := seedSlices(ctx, cfg.Client, cfg.DriverName, cfg.NodeName, resources); err != nil {
-		logger.Error(err, "Publishing ResourceSlices ahead of the resourceslice controller failed; it publishes them itself")
-	} else if n > 0 {
-		logger.Info("Published ResourceSlices", "slices", n, "duration", time.Since(seedStart))
-	}
-	if err := d.helper.PublishResources(ctx, resources); err != nil {
-		d.helper.Stop()
-		return nil, fmt.Errorf("publish ResourceSlices: %w", err)
-	}
-	// Health: NVML events and the slow poll feed the kubelet's health
-	// stream, taints in the slices and claims' device conditions.
 	go d.health.Run(ctx)
-	go d.followHealth(ctx, func(ctx context.Context, taints map[string][]resourceapi.DeviceTaint) error {
-		res := resourceslices.WithTaints(resources, taints)
-		if err := resourceslices.Validate(res); err != nil {
-			return err
-		}
-		return d.helper.PublishResources(ctx, res)
-	}, store, watched)
+	go d.publish(ctx, resources, store, watched)
+	go d.removeStale(ctx)
 	return d, nil
 }
 

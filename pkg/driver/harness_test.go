@@ -121,6 +121,7 @@ func (n *node) start(profile string) {
 	if err != nil {
 		n.t.Fatal(err)
 	}
+	waitReconciled(n.t, n.driver)
 	n.conn, err = grpc.NewClient("unix://"+n.driver.DRASocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		n.t.Fatal(err)
@@ -276,5 +277,18 @@ func (n *node) requireStillPrepared(claim *resourceapi.ResourceClaim, ids []stri
 	n.unprepare(claim)
 	if _, err := os.Stat(n.specPath(claim)); !os.IsNotExist(err) {
 		n.t.Fatal("CDI spec left after unprepare in restarted plugin")
+	}
+}
+
+// waitReconciled waits for the background pass that unprepares claims
+// deleted while the plugin was down, as tests that check its result must.
+func waitReconciled(t testing.TB, d *Driver) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !d.Reconciled() {
+		if time.Now().After(deadline) {
+			t.Fatal("the plugin did not check its prepared claims against the API within 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -44,7 +44,9 @@ func (d *Driver) Live() error {
 }
 
 // Ready reports whether the plugin serves everything it publishes: it is
-// live, and its health monitor sees GPU faults as they happen. A fault in
+// live (prepared claims were restored before it served the kubelet), its
+// slices are published, and its health monitor sees GPU faults as they
+// happen. A fault in
 // the moments before the monitor registers its NVML event set would be
 // lost (NVML does not replay events), so a pod that turns Ready (and lets
 // a rolling update go on) has the health watch in place.
@@ -54,6 +56,9 @@ func (d *Driver) Ready() error {
 	}
 	if d.health == nil || !d.health.Ready() {
 		return errors.New("the GPU health monitor is not watching NVML events yet")
+	}
+	if !d.published.Load() {
+		return errors.New("the ResourceSlices are not published yet: the API server has not answered")
 	}
 	return nil
 }

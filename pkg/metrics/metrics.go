@@ -72,6 +72,15 @@ func (m *Metrics) ObservePreparedDevices(count func() int) {
 	}, func() float64 { return float64(count()) }))
 }
 
+// ObserveUnrestoredClaims exports how many prepared claims could not be
+// restored after a reboot (their prepare fails, and their pods get an
+// event saying why).
+func (m *Metrics) ObserveUnrestoredClaims(count func() int) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gpu_dra_unrestored_claims", Help: "Prepared claims whose devices could not be restored after a node reboot.",
+	}, func() float64 { return float64(count()) }))
+}
+
 // ObserveRegistration exports whether the kubelet has registered the
 // plugin (its last NotifyRegistrationStatus said so), read when Prometheus
 // scrapes. `gpudra diagnose` reads it where the kubelet's own

@@ -156,6 +156,7 @@ func (n *node) restart() {
 	n.state = New(Config{
 		DriverName: testDriver, PoolName: testPool, Devices: n.devices, Store: store, CDI: w, Status: n.status,
 		Sharing: &SharingConfig{TimeSlicer: n.sim, NodeName: testPool, Allowed: map[configapi.SharingStrategy]bool{configapi.TimeSlicingStrategy: true}},
+		BootID:  n.sim.BootID(),
 	})
 }
 

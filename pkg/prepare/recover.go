@@ -6,10 +6,11 @@ package prepare
 import (
 	"context"
 	"fmt"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
@@ -24,6 +25,9 @@ type ClaimGetter func(ctx context.Context, namespace, name string) (*resourceapi
 // RecoveryReport says what Recover did.
 type RecoveryReport struct {
 	Kept, RolledBack, Stale, Rebuilt, OrphanSpecs, UnownedMig, UnownedMPS int
+	// Restored counts kept claims whose devices were configured again
+	// (after a reboot); Unrestored those that could not be.
+	Restored, Unrestored int
 	// Problems lists what Recover could not make sense of or could not
 	// undo. None of them stops the plugin: it serves every other claim.
 	Problems []string
@@ -34,20 +38,33 @@ func (r *RecoveryReport) problem(logger klog.Logger, err error, msg string, kv .
 	r.Problems = append(r.Problems, fmt.Sprintf("%s: %v", msg, err))
 }
 
-// Recover reconciles the node with the checkpoint before the kubelet is
-// served:
-//   - a claim recorded only as PrepareStarted died half-way: it is rolled back;
-//   - a prepared claim whose ResourceClaim is gone, or was replaced by one
-//     with another UID, will never be unprepared by the kubelet: it is
-//     unprepared now;
-//   - a CDI spec without a record (its checkpoint was lost or moved aside)
-//     is re-adopted from the record the spec carries, then checked like
-//     any other claim; a spec that carries none is removed;
-//   - a kept claim's damaged or missing CDI spec is rewritten from its record.
-//
-// Recover never fails: the plugin must not crash-loop on its own state.
-// What it cannot fix is logged and listed in the report's Problems.
+// Recover is RecoverLocal followed by RemoveStale: the whole reconciliation
+// in one call, for tools and tests. The plugin runs RecoverLocal before it
+// serves the kubelet and RemoveStale in the background, so that its start
+// never waits for the API server.
 func (s *State) Recover(ctx context.Context, getClaim ClaimGetter) RecoveryReport {
+	report := s.RecoverLocal(ctx)
+	stale, _ := s.RemoveStale(ctx, getClaim)
+	report.Stale, report.UnownedMPS = stale.Stale, stale.UnownedMPS
+	report.Kept -= stale.Stale // restored locally, then found stale
+	report.Problems = append(report.Problems, stale.Problems...)
+	return report
+}
+
+// RecoverLocal reconciles the node with the checkpoint before the kubelet
+// is served, from local state only (no API call, no wait for a daemon):
+//   - a claim recorded only as PrepareStarted died half-way: it is rolled back;
+//   - a CDI spec without a record (its checkpoint was lost or moved aside)
+//     is re-adopted from the record the spec carries; a spec that carries
+//     none is removed;
+//   - every prepared claim is restored (restore.go): after a reboot its
+//     devices are configured again at their recorded placements, and a
+//     damaged or missing CDI spec is rewritten. A claim that cannot be
+//     restored is listed by Unrestored and its prepare fails with why.
+//
+// It never fails: the plugin must not crash-loop on its own state. What it
+// cannot fix is logged and listed in the report's Problems.
+func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 	logger := klog.FromContext(ctx)
 	var report RecoveryReport
 
@@ -80,7 +97,7 @@ func (s *State) Recover(ctx context.Context, getClaim ClaimGetter) RecoveryRepor
 	}
 
 	for _, rec := range s.Store.List() {
-		if rec.State != checkpoint.PrepareCompleted {
+		if rec.State == checkpoint.PrepareStarted {
 			logger.Info("Rolling back interrupted prepare", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
 			if err := s.unprepare(ctx, rec); err != nil {
 				report.problem(logger, err, "Rolling back interrupted prepare", "claimUID", rec.UID)
@@ -90,27 +107,103 @@ func (s *State) Recover(ctx context.Context, getClaim ClaimGetter) RecoveryRepor
 			report.RolledBack++
 			continue
 		}
-		stale, err := s.isStale(ctx, getClaim, rec)
-		if err != nil {
-			// The API cannot tell us; keeping the claim is the safe choice.
-			logger.Error(err, "Cannot check claim, keeping it prepared", "claim", klog.KRef(rec.Namespace, rec.Name))
-		}
-		if stale {
-			logger.Info("Unpreparing claim that no longer exists", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
-			if err := s.unprepare(ctx, rec); err != nil {
-				report.problem(logger, err, "Unpreparing claim that no longer exists", "claimUID", rec.UID)
-				s.hold(rec)
-				continue
-			}
-			report.Stale++
+		reconfigured := s.configuredAway(rec)
+		if err := s.restore(logger, rec); err != nil {
+			report.problem(logger, err, "Restoring prepared claim", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
+			report.Unrestored++
 			continue
 		}
-		s.adopt(logger, rec, &report)
+		if reconfigured {
+			report.Restored++
+		}
 		report.Kept++
 	}
 	report.UnownedMig = s.destroyUnownedMig(logger, &report)
-	report.UnownedMPS = s.stopUnownedMPS(logger, &report)
 	return report
+}
+
+// StaleReport says what RemoveStale did.
+type StaleReport struct {
+	Stale, UnownedMPS int
+	Problems          []string
+}
+
+// APITimeout bounds each API call of RemoveStale.
+const APITimeout = 10 * time.Second
+
+// RemoveStale unprepares prepared claims that the kubelet will never
+// unprepare: the ResourceClaim is gone, was replaced by one with another
+// UID, or is now allocated other devices. Then it stops MPS daemons no
+// claim uses. It runs beside the kubelet's calls, each claim under the
+// locks a prepare takes. Each API call has a timeout; a claim the API
+// could not tell about is kept, and the returned error says to try again.
+func (s *State) RemoveStale(ctx context.Context, getClaim ClaimGetter) (StaleReport, error) {
+	logger := klog.FromContext(ctx)
+	var report StaleReport
+	var unanswered error
+	for _, rec := range s.Store.List() {
+		if !rec.Prepared() {
+			continue
+		}
+		callCtx, cancel := context.WithTimeout(ctx, APITimeout)
+		claim, stale, err := s.isStale(callCtx, getClaim, rec)
+		cancel()
+		if err != nil {
+			// The API cannot tell us; keeping the claim is the safe choice.
+			logger.Error(err, "Cannot check claim, keeping it prepared", "claim", klog.KRef(rec.Namespace, rec.Name))
+			unanswered = err
+			continue
+		}
+		if !stale {
+			// Written again (coalesced, in the background): restored
+			// devices have new UUIDs, and a plugin killed right after a
+			// prepare may never have written it.
+			if s.Status != nil && rec.State == checkpoint.PrepareCompleted {
+				s.Status.Prepared(claim, rec.Devices)
+			}
+			continue
+		}
+		removed, err := s.unprepareIf(ctx, rec.UID, func(cur checkpoint.PreparedClaim) bool { return sameAllocation(cur.Devices, rec.Devices) })
+		if err != nil {
+			msg := "Unpreparing claim that no longer exists or has another allocation"
+			logger.Error(err, msg, "claimUID", rec.UID)
+			report.Problems = append(report.Problems, fmt.Sprintf("%s: %v", msg, err))
+			continue
+		}
+		if removed {
+			logger.Info("Unprepared claim that no longer exists or has another allocation", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
+			report.Stale++
+		}
+	}
+	var rep RecoveryReport
+	leave, err := s.enter()
+	if err != nil {
+		return report, err
+	}
+	report.UnownedMPS = s.stopUnownedMPS(logger, &rep)
+	leave()
+	report.Problems = append(report.Problems, rep.Problems...)
+	if unanswered != nil {
+		return report, fmt.Errorf("the API server did not answer for every prepared claim: %w", unanswered)
+	}
+	return report, nil
+}
+
+// unprepareIf unprepares a claim like the kubelet would, if its record
+// still passes check once the claim's lock is held.
+func (s *State) unprepareIf(ctx context.Context, uid types.UID, check func(checkpoint.PreparedClaim) bool) (bool, error) {
+	leave, err := s.enter()
+	if err != nil {
+		return false, err
+	}
+	defer leave()
+	unlockClaim := s.claimLocks.Lock(string(uid))
+	defer unlockClaim()
+	cur, ok := s.Store.Get(uid)
+	if !ok || !cur.Prepared() || !check(cur) {
+		return false, nil
+	}
+	return true, s.unprepare(ctx, cur)
 }
 
 // destroyUnownedMig removes MIG devices on dynamically partitioned GPUs
@@ -157,51 +250,19 @@ func (s *State) destroyUnownedMig(logger klog.Logger, report *RecoveryReport) in
 	return destroyed
 }
 
-func (s *State) isStale(ctx context.Context, getClaim ClaimGetter, rec checkpoint.PreparedClaim) (bool, error) {
+// isStale reports whether a prepared claim's record no longer describes
+// the ResourceClaim: it is gone, replaced (another UID) or allocated other
+// devices (an unprepare missed while the plugin was down, and the claim
+// allocated again).
+func (s *State) isStale(ctx context.Context, getClaim ClaimGetter, rec checkpoint.PreparedClaim) (*resourceapi.ResourceClaim, bool, error) {
 	claim, err := getClaim(ctx, rec.Namespace, rec.Name)
 	if apierrors.IsNotFound(err) {
-		return true, nil
+		return nil, true, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
-	return claim.UID != rec.UID, nil
-}
-
-// adopt marks a kept claim's devices as held, makes sure its sharing is in
-// place (an MPS daemon is restarted if it did not survive), and rewrites
-// its CDI spec if the spec was lost or damaged. A device the node no
-// longer has (a GPU that fell off the bus) is reported and skipped: the
-// record stays, so that the kubelet's unprepare still cleans up.
-func (s *State) adopt(logger klog.Logger, rec checkpoint.PreparedClaim, report *RecoveryReport) {
-	s.hold(rec)
-	// A plugin killed after answering the kubelet but before its background
-	// status write would otherwise leave the claim without device status.
-	if s.Status != nil {
-		s.Status.Prepared(&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: rec.Namespace, Name: rec.Name, UID: rec.UID}}, rec.Devices)
-	}
-	var records []checkpoint.PreparedDevice
-	var planned []plannedDevice
-	for _, d := range rec.Devices {
-		dev, ok := s.Devices[d.Device]
-		if !ok {
-			report.problem(logger, fmt.Errorf("device %s is no longer on this node", d.Device), "Prepared claim lost a device", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
-			continue
-		}
-		extra, err := s.applySharing(d.Sharing)
-		if err != nil {
-			report.problem(logger, err, "Restoring sharing of a prepared claim", "claimUID", rec.UID, "device", d.Device)
-		}
-		records = append(records, d)
-		planned = append(planned, plannedDevice{device: dev, extra: extra})
-	}
-	if s.CDI.Intact(rec.UID) {
-		return
-	}
-	logger.Info("Rewriting missing or damaged CDI spec from the checkpoint", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
-	if _, err := s.CDI.Write(rec.UID, cdiDevices(records, planned), rec); err != nil {
-		report.problem(logger, err, "Rewriting CDI spec", "claimUID", rec.UID)
-	}
+	return claim, claim.UID != rec.UID || !s.allocatedAsRecorded(claim, rec), nil
 }
 
 // stopUnownedMPS stops MPS daemons that no prepared claim uses, e.g. those

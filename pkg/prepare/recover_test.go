@@ -73,9 +73,17 @@ func TestRecoverSortsRecords(t *testing.T) {
 		if !n.cdi.Intact(uid) {
 			t.Errorf("kept claim %s lost its CDI spec", uid)
 		}
-		if n.status.count(uid) != 1 {
-			t.Errorf("kept claim %s: device status written %d times at start, want 1", uid, n.status.count(uid))
-		}
+	}
+	// Device status is written from the claim the API server returns: at
+	// start for the claim it answered for, later for the other.
+	if n.status.count("uid-kept") != 1 || n.status.count("uid-unknown") != 0 {
+		t.Errorf("device status written %d and %d times at start, want 1 and 0", n.status.count("uid-kept"), n.status.count("uid-unknown"))
+	}
+	if _, err := n.state.RemoveStale(t.Context(), getter(map[string]any{kept.Name: kept, unknown.Name: unknown})); err != nil {
+		t.Fatal(err)
+	}
+	if n.status.count("uid-unknown") != 1 {
+		t.Errorf("device status of the claim the API answered for later written %d times, want 1", n.status.count("uid-unknown"))
 	}
 	if n.sim.MigInstanceCount(n.uuid(0)) != 0 {
 		t.Error("the deleted claim's MIG device was not destroyed")

@@ -190,13 +190,37 @@ func (s *State) applySharing(rec *checkpoint.SharingRecord) (extraEdits, error) 
 	case configapi.TimeSlicingStrategy:
 		return extraEdits{}, s.Sharing.TimeSlicer.SetTimeSlice(rec.Target, configapi.TimeSliceInterval(rec.Interval))
 	case configapi.MpsStrategy:
-		d := s.Sharing.MPS.Daemon(rec.Target)
-		if err := s.Sharing.MPS.Ensure(d); err != nil {
+		if err := s.Sharing.MPS.Ensure(s.Sharing.MPS.Daemon(rec.Target)); err != nil {
 			return extraEdits{}, err
 		}
-		return extraEdits(sharing.ClientEdits(d, settingsOf(rec))), nil
+		return mpsEdits(s.Sharing.MPS, rec)
 	}
 	return extraEdits{}, nil
+}
+
+// mpsEdits are the CDI edits of an MPS client: they name the daemon's
+// directories, so they need no running daemon.
+func mpsEdits(m *sharing.MPS, rec *checkpoint.SharingRecord) (extraEdits, error) {
+	if err := sharing.CheckDeviceUUID(rec.Target); err != nil {
+		return extraEdits{}, err
+	}
+	return extraEdits(sharing.ClientEdits(m.Daemon(rec.Target), settingsOf(rec))), nil
+}
+
+// timeSliceConflict refuses a time slice other than the one another
+// prepared claim set on the same GPU: the slice belongs to the whole GPU,
+// so the last claim to prepare would silently change it for the others.
+// The caller holds the GPU's lock, so the records it reads are settled.
+func (s *State) timeSliceConflict(claim types.UID, rec *checkpoint.SharingRecord) error {
+	if rec == nil || configapi.SharingStrategy(rec.Strategy) != configapi.TimeSlicingStrategy {
+		return nil
+	}
+	other, holder := s.sharedWith(claim, rec)
+	if other == nil || other.Interval == rec.Interval {
+		return nil
+	}
+	return fmt.Errorf("sharing.timeSlicingConfig.interval: %s conflicts with interval %s, which claim %s/%s already set on GPU %s; the time slice belongs to the whole GPU, so every claim on it must ask for the same interval (or leave sharing out)",
+		rec.Interval, other.Interval, holder.Namespace, holder.Name, rec.Target)
 }
 
 func settingsOf(rec *checkpoint.SharingRecord) sharing.Settings {
@@ -208,7 +232,16 @@ func settingsOf(rec *checkpoint.SharingRecord) sharing.Settings {
 func (s *State) releaseSharing(claim types.UID, rec *checkpoint.SharingRecord) error {
 	// No target yet: a dynamic MIG device that was never created, so
 	// nothing was applied to it.
-	if rec == nil || rec.Target == "" || s.Sharing == nil || s.stillShared(claim, rec) {
+	if rec == nil || rec.Target == "" || s.Sharing == nil {
+		return nil
+	}
+	if other, _ := s.sharedWith(claim, rec); other != nil {
+		// Claims that remain keep theirs: an interval set by this claim
+		// alone (records from before conflicts were refused) goes back
+		// to what the remaining claims asked for.
+		if configapi.SharingStrategy(rec.Strategy) == configapi.TimeSlicingStrategy && other.Interval != rec.Interval {
+			return s.Sharing.TimeSlicer.SetTimeSlice(rec.Target, configapi.TimeSliceInterval(other.Interval))
+		}
 		return nil
 	}
 	switch configapi.SharingStrategy(rec.Strategy) {
@@ -220,18 +253,20 @@ func (s *State) releaseSharing(claim types.UID, rec *checkpoint.SharingRecord) e
 	return nil
 }
 
-func (s *State) stillShared(claim types.UID, rec *checkpoint.SharingRecord) bool {
+// sharedWith returns the setting (and its claim) of another prepared claim
+// that uses the same strategy on the same device, or nil.
+func (s *State) sharedWith(claim types.UID, rec *checkpoint.SharingRecord) (*checkpoint.SharingRecord, *checkpoint.PreparedClaim) {
 	for _, other := range s.Store.List() {
 		if other.UID == claim {
 			continue
 		}
 		for _, d := range other.Devices {
 			if d.Sharing != nil && d.Sharing.Strategy == rec.Strategy && d.Sharing.Target == rec.Target {
-				return true
+				return d.Sharing, &other
 			}
 		}
 	}
-	return false
+	return nil, nil
 }
 
 // SuperviseSharing restarts MPS daemons of prepared claims that died, for
@@ -243,12 +278,16 @@ func (s *State) SuperviseSharing(ctx context.Context, every time.Duration) {
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
+		// The first pass starts the daemons of claims restored at start,
+		// which does not wait for them.
 		err := s.SuperviseSharingOnce(ctx)
 		if errors.Is(err, checkpoint.ErrSuperseded) {
 			return // the newer plugin instance supervises from now on

@@ -86,6 +86,10 @@ type Config struct {
 	// that a newer plugin instance on the node (rolling update) takes over
 	// cleanly.
 	Fence *checkpoint.Fence
+	// BootID identifies the node's current boot; records carry the boot
+	// they were prepared in, so that a start after a reboot restores them
+	// (restore.go). Empty when unknown.
+	BootID string
 }
 
 // State prepares and unprepares claims on one node.
@@ -94,13 +98,16 @@ type State struct {
 	claimLocks  *keyedLocks
 	deviceLocks *keyedLocks
 
-	mu   sync.Mutex                 // guards held; never held across I/O
+	mu   sync.Mutex                 // guards held and unrestored; never held across I/O
 	held map[types.UID][]heldDevice // devices each prepared claim holds
+	// unrestored are prepared claims whose devices could not be restored
+	// after a reboot, with the reason.
+	unrestored map[types.UID]*RestoreError
 }
 
 // New builds the state; call Recover before serving the kubelet.
 func New(c Config) *State {
-	return &State{Config: c, claimLocks: newKeyedLocks(), deviceLocks: newKeyedLocks(), held: map[types.UID][]heldDevice{}}
+	return &State{Config: c, claimLocks: newKeyedLocks(), deviceLocks: newKeyedLocks(), held: map[types.UID][]heldDevice{}, unrestored: map[types.UID]*RestoreError{}}
 }
 
 // Prepare prepares one claim and returns its CDI devices. It is idempotent:
@@ -117,14 +124,21 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	unlockClaim := s.claimLocks.Lock(string(claim.UID))
 	defer unlockClaim()
 
+	if err := s.Store.NewerError(claim.UID); err != nil {
+		return nil, err
+	}
 	if rec, ok := s.Store.Get(claim.UID); ok {
-		if rec.State == checkpoint.PrepareCompleted {
+		if rec.Prepared() && s.allocatedAsRecorded(claim, rec) {
+			if err := s.retryRestore(ctx, rec); err != nil {
+				return nil, err
+			}
 			// Written again (coalesced, in the background): a plugin killed
 			// right after the first prepare may never have written it.
 			s.Status.Prepared(claim, rec.Devices)
 			return kubeletDevices(rec.Devices), nil
 		}
-		// A previous attempt died half-way: undo it before trying again.
+		// A previous attempt died half-way, or the record is of an earlier
+		// allocation of this claim: undo it before preparing afresh.
 		if err := s.unprepare(ctx, rec); err != nil {
 			return nil, fmt.Errorf("roll back earlier attempt: %w", err)
 		}
@@ -140,7 +154,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	if err := s.reserve(claim.UID, planned, records); err != nil {
 		return nil, err
 	}
-	rec := checkpoint.PreparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, State: checkpoint.PrepareStarted, Devices: records}
+	rec := checkpoint.PreparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, State: checkpoint.PrepareStarted, Devices: records, BootID: s.BootID}
 	if err := s.Store.Put(rec); err != nil {
 		s.releaseHeld(claim.UID)
 		return nil, err
@@ -175,6 +189,9 @@ func (s *State) prepareDevices(_ context.Context, rec *checkpoint.PreparedClaim,
 		if sh := rec.Devices[i].Sharing; sh != nil && sh.Target == "" {
 			sh.Target = rec.Devices[i].UUID // a dynamic MIG device's UUID is known now
 		}
+		if err := s.timeSliceConflict(rec.UID, rec.Devices[i].Sharing); err != nil {
+			return nil, fmt.Errorf("device %s: %w", p.device.Name, err)
+		}
 		extra, err := s.applySharing(rec.Devices[i].Sharing)
 		if err != nil {
 			return nil, fmt.Errorf("device %s: %w", p.device.Name, err)
@@ -208,6 +225,9 @@ func (s *State) Unprepare(ctx context.Context, claim kubeletplugin.NamespacedObj
 	defer leave()
 	unlockClaim := s.claimLocks.Lock(string(claim.UID))
 	defer unlockClaim()
+	if err := s.Store.NewerError(claim.UID); err != nil {
+		return err // a newer driver's claim: its spec and devices are its own
+	}
 	rec, ok := s.Store.Get(claim.UID)
 	if !ok {
 		// Nothing recorded; still make sure no spec lingers.
@@ -261,6 +281,27 @@ func (s *State) undo(rec checkpoint.PreparedClaim) error {
 		return err
 	}
 	s.releaseHeld(rec.UID)
+	s.setUnrestored(rec, nil)
+	return nil
+}
+
+// retryRestore tries again to restore a claim that start-up could not
+// restore (its placement may be free now); the caller holds the claim lock.
+func (s *State) retryRestore(ctx context.Context, rec checkpoint.PreparedClaim) error {
+	if rec.State != checkpoint.RestorePending && s.unrestoredErr(rec.UID) == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(rec.Devices))
+	for _, d := range rec.Devices {
+		if dev, ok := s.Devices[d.Device]; ok {
+			keys = append(keys, dev.lockKey())
+		}
+	}
+	unlockDevices := s.deviceLocks.Lock(keys...)
+	defer unlockDevices()
+	if err := s.restore(klog.FromContext(ctx), rec); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -30,6 +30,8 @@ import (
 //   - MIG devices have UUIDs, handles and device attributes, a capability
 //     tree in ProcRoot, and the whole MIG state is persisted in the state
 //     directory so a restarted plugin finds what the GPU still holds.
+//   - A simulated reboot (Reboot, reboot.go) destroys every instance; MIG
+//     device UUIDs include the boot ID, so re-created devices get new ones.
 
 // migSim holds the wiring shared by all simulated GPUs.
 type migSim struct {
@@ -296,11 +298,7 @@ func (m *migSim) wireCI(gi *server.GpuInstance, ci *server.ComputeInstance) {
 		gi.Lock()
 		delete(gi.ComputeInstances, ci)
 		gi.Unlock()
-		m.handlesMu.Lock()
-		delete(m.handles, ci)
-		m.handlesMu.Unlock()
-		_ = os.Remove(m.sim.MigDevicePath(migUUID(dev, gi)))
-		m.sim.removeCICap(dev.Minor, int(gi.Info.Id), int(ci.Info.Id))
+		m.forgetCI(dev, gi, ci)
 		return m.save()
 	}
 }
@@ -312,10 +310,18 @@ func (m *migSim) instanceCount(dev *server.Device) int {
 	return len(dev.GpuInstances)
 }
 
-// migUUID is stable for a GPU and placement, so a restarted plugin (and
-// its checkpoint) sees the same MIG device.
-func migUUID(dev *server.Device, gi *server.GpuInstance) string {
-	return stableUUID("MIG", dev.UUID, fmt.Sprint(gi.Info.ProfileId), fmt.Sprint(gi.Info.Placement.Start))
+// migUUID is stable for a GPU and placement within one boot, so a
+// restarted plugin (and its checkpoint) sees the same MIG device; after a
+// Reboot the instance made again at that placement has a new UUID, as
+// real MIG devices get a new one each time they are created. Every MIG
+// device UUID and file comes from here (and migDevicePath).
+func (m *migSim) migUUID(dev *server.Device, gi *server.GpuInstance) string {
+	return stableUUID("MIG", m.sim.BootID(), dev.UUID, fmt.Sprint(gi.Info.ProfileId), fmt.Sprint(gi.Info.Placement.Start))
+}
+
+// migDevicePath is the file standing in for the MIG device of gi.
+func (m *migSim) migDevicePath(dev *server.Device, gi *server.GpuInstance) string {
+	return m.sim.MigDevicePath(m.migUUID(dev, gi))
 }
 
 // writeInstanceFiles creates the compute instance's capability file and the
@@ -328,7 +334,7 @@ func (m *migSim) writeInstanceFiles(dev *server.Device, gi *server.GpuInstance, 
 	if err := writeCap(m.sim.CICapPath(dev.Minor, giID, ciID), CICapMinor(dev.Minor, giID, ciID)); err != nil {
 		return err
 	}
-	p := m.sim.MigDevicePath(migUUID(dev, gi))
+	p := m.migDevicePath(dev, gi)
 	if err := os.Mkdir(filepath.Dir(p), 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
@@ -336,7 +342,7 @@ func (m *migSim) writeInstanceFiles(dev *server.Device, gi *server.GpuInstance, 
 	if !ok {
 		return fmt.Errorf("no MIG profile with ID %d", gi.Info.ProfileId)
 	}
-	line := fmt.Sprintf("%s\t%s\t%s\n", migUUID(dev, gi), row.name, dev.UUID)
+	line := fmt.Sprintf("%s\t%s\t%s\n", m.migUUID(dev, gi), row.name, dev.UUID)
 	return writeIfChanged(p, []byte(line))
 }
 

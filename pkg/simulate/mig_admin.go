@@ -47,23 +47,11 @@ func (s *Simulator) ResetGPU(uuid string) error {
 	m := s.mig
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.pending[dev] == nvml.DEVICE_MIG_DISABLE {
+		m.dropInstances(dev)
+	}
 	dev.Lock()
 	dev.MigMode = m.pending[dev]
-	if dev.MigMode == nvml.DEVICE_MIG_DISABLE {
-		for gi := range dev.GpuInstances {
-			gi.Lock()
-			for ci := range gi.ComputeInstances {
-				_ = os.Remove(s.MigDevicePath(migUUID(dev, gi)))
-				s.removeCICap(dev.Minor, int(gi.Info.Id), int(ci.Info.Id))
-				m.handlesMu.Lock()
-				delete(m.handles, ci)
-				m.handlesMu.Unlock()
-			}
-			gi.Unlock()
-			s.removeGICaps(dev.Minor, int(gi.Info.Id))
-			delete(dev.GpuInstances, gi)
-		}
-	}
 	dev.Unlock()
 	s.clearRecovery(uuid) // a reset is the recovery action of an XID (xid_faults.go)
 	if ret := m.save(); ret != nvml.SUCCESS {
@@ -87,4 +75,33 @@ func (s *Simulator) SetMigModeAsAdmin(uuid string, mode int) error {
 		return nil
 	}
 	return s.ResetGPU(uuid)
+}
+
+// forgetCI removes what a compute instance leaves outside the mock: its
+// MIG device file, capability file and cached handle. The caller removes
+// it from its GPU instance.
+func (m *migSim) forgetCI(dev *server.Device, gi *server.GpuInstance, ci *server.ComputeInstance) {
+	_ = os.Remove(m.migDevicePath(dev, gi))
+	m.sim.removeCICap(dev.Minor, int(gi.Info.Id), int(ci.Info.Id))
+	m.handlesMu.Lock()
+	delete(m.handles, ci)
+	m.handlesMu.Unlock()
+}
+
+// dropInstances destroys every compute and GPU instance of a GPU with
+// their files, as a reset with MIG mode off or a reboot does; the caller
+// holds m.mu.
+func (m *migSim) dropInstances(dev *server.Device) {
+	dev.Lock()
+	defer dev.Unlock()
+	for gi := range dev.GpuInstances {
+		gi.Lock()
+		for ci := range gi.ComputeInstances {
+			m.forgetCI(dev, gi, ci)
+			delete(gi.ComputeInstances, ci)
+		}
+		gi.Unlock()
+		m.sim.removeGICaps(dev.Minor, int(gi.Info.Id))
+		delete(dev.GpuInstances, gi)
+	}
 }

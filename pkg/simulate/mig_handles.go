@@ -50,7 +50,7 @@ func (m *migSim) handle(parent *server.Device, gi *server.GpuInstance, ci *serve
 func (m *migSim) migHandle(parent *server.Device, gi *server.GpuInstance, ci *server.ComputeInstance) nvml.Device {
 	row, _ := m.sim.Profile.hw.profileRow(gi.Info.ProfileId)
 	ciInfo := parent.Config.MIGProfiles.ComputeInstanceProfiles[int(gi.Info.ProfileId)][int(ci.Info.ProfileId)]
-	uuid := migUUID(parent, gi)
+	uuid := m.migUUID(parent, gi)
 	// A MIG device's attributes, as nvmlDeviceGetAttributes_v2 reports them
 	// for MIG device handles (the only handles it supports): the compute
 	// instance's SMs, the GPU instance's engines, slices and memory.

@@ -33,6 +33,9 @@ type Simulator struct {
 	xids   *xidFaults
 	// noFaultsAt is when the faults directory was last found missing.
 	noFaultsAt atomic.Int64
+	// bootID is the node's boot ID (boot.go), a string; MIG device UUIDs
+	// derive from it.
+	bootID atomic.Value
 }
 
 // GPUsPerPCIeRoot is how many simulated GPUs share a PCIe root complex; two
@@ -42,17 +45,13 @@ const GPUsPerPCIeRoot = 2
 // GPUsPerNUMANode places the first half of an 8-GPU node on NUMA node 0.
 const GPUsPerNUMANode = 4
 
-// New builds a simulated node. Identities derive from the profile name and
-// node name only, so a restarted plugin sees the same devices.
+// New builds a simulated node. GPU identities derive from the profile name
+// and node name only, so a restarted plugin sees the same devices; MIG
+// device UUIDs also from the boot ID, which New keeps (see Reboot).
 func New(profile Profile, nodeName, dir string) (*Simulator, error) {
-	if profile.hw.cores == 0 {
-		// A Profile built by hand rather than by ParseProfile.
-		p, err := ParseProfile(fmt.Sprintf("%sx%d", profile.Model, profile.Count))
-		if err != nil {
-			return nil, err
-		}
-		p.MigEnabled = profile.MigEnabled
-		profile = p
+	profile, err := completeProfile(profile)
+	if err != nil {
+		return nil, err
 	}
 	configs := make([]gpus.Config, profile.Count)
 	for i := range configs {
@@ -60,6 +59,9 @@ func New(profile Profile, nodeName, dir string) (*Simulator, error) {
 	}
 	srv := server.NewServerWithGPUs(DriverVersion, NVMLVersion, CudaDriverVersion, configs...)
 	sim := &Simulator{Server: srv, Profile: profile, Dir: dir}
+	if err := sim.loadBootID(); err != nil {
+		return nil, err
+	}
 	var minors []int
 	for _, d := range srv.Devices {
 		dev := d.(*server.Device)
@@ -79,6 +81,20 @@ func New(profile Profile, nodeName, dir string) (*Simulator, error) {
 		return nil, err
 	}
 	return sim, nil
+}
+
+// completeProfile fills in a Profile built by hand rather than by
+// ParseProfile.
+func completeProfile(profile Profile) (Profile, error) {
+	if profile.hw.cores != 0 {
+		return profile, nil
+	}
+	p, err := ParseProfile(fmt.Sprintf("%sx%d", profile.Model, profile.Count))
+	if err != nil {
+		return Profile{}, err
+	}
+	p.MigEnabled = profile.MigEnabled
+	return p, nil
 }
 
 // stableUUID derives a UUID-formatted identifier from its parts.
@@ -248,16 +264,19 @@ func copyCString(dst []int8, s string) {
 // SetTimeSlice records a compute-policy time slice, as nvidia-smi
 // compute-policy --set-timeslice would set it on real hardware.
 func (s *Simulator) SetTimeSlice(uuid string, interval configapi.TimeSliceInterval) error {
-	p := filepath.Join(s.Dir, "compute-policy", uuid)
+	p := filepath.Join(s.computePolicyDir(), uuid)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
 	return os.WriteFile(p, []byte(interval), 0o644)
 }
 
+// computePolicyDir holds the time slice of each GPU whose slice was set.
+func (s *Simulator) computePolicyDir() string { return filepath.Join(s.Dir, "compute-policy") }
+
 // TimeSlice returns the recorded time slice of a GPU ("Default" if never set).
 func (s *Simulator) TimeSlice(uuid string) string {
-	data, err := os.ReadFile(filepath.Join(s.Dir, "compute-policy", uuid))
+	data, err := os.ReadFile(filepath.Join(s.computePolicyDir(), uuid))
 	if err != nil {
 		return string(configapi.DefaultTimeSlice)
 	}
