@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -54,6 +55,11 @@ type node struct {
 	// podUID turns on the helper's rolling updates, as the chart does
 	// (POD_UID): the sockets then carry the UID in their names.
 	podUID types.UID
+	// api, when set, is the client the plugin gets instead of client (an
+	// API server that refuses or hangs); start then does not wait for
+	// the background reconciliation. mpsRunner replaces local daemons.
+	api       kubernetes.Interface
+	mpsRunner sharing.Runner
 }
 
 func newNode(t testing.TB, profile string) *node { return newNodeWith(t, profile, false) }
@@ -110,8 +116,12 @@ func (n *node) start(profile string) {
 	}
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(3)))
 	n.cancel = cancel
+	var api kubernetes.Interface = n.client
+	if n.api != nil {
+		api = n.api
+	}
 	n.driver, err = Start(ctx, Config{
-		DriverName: testDriver, NodeName: testNode, Client: n.client, Backend: be,
+		DriverName: testDriver, NodeName: testNode, Client: api, Backend: be, MPSRunner: n.mpsRunner,
 		StateDir: n.dir("state"), CDIDir: n.dir("cdi"), PluginDir: n.dir("plugin"), RegistrarDir: n.dir("registry"),
 		Publish:           resourceslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional},
 		Health:            n.health,
@@ -121,7 +131,9 @@ func (n *node) start(profile string) {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	waitReconciled(n.t, n.driver)
+	if n.api == nil {
+		waitReconciled(n.t, n.driver)
+	}
 	n.conn, err = grpc.NewClient("unix://"+n.driver.DRASocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		n.t.Fatal(err)
