@@ -55,13 +55,17 @@ func (s *State) Unrestored() []*RestoreError {
 	return out
 }
 
-func (s *State) setUnrestored(rec checkpoint.PreparedClaim, err error) *RestoreError {
+// clearUnrestored forgets a claim's restore failure.
+func (s *State) clearUnrestored(uid types.UID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err == nil {
-		delete(s.unrestored, rec.UID)
-		return nil
-	}
+	delete(s.unrestored, uid)
+}
+
+// setUnrestored records why a claim could not be restored and returns it.
+func (s *State) setUnrestored(rec checkpoint.PreparedClaim, err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	e := &RestoreError{Namespace: rec.Namespace, Name: rec.Name, UID: rec.UID, Reason: err}
 	s.unrestored[rec.UID] = e
 	return e
@@ -175,7 +179,7 @@ func (s *State) restore(logger klog.Logger, rec checkpoint.PreparedClaim) error 
 		}
 	}
 	s.hold(rec)
-	s.setUnrestored(rec, nil)
+	s.clearUnrestored(rec.UID)
 	// The claim's device status is written by RemoveStale, from the
 	// ResourceClaim the API server returns (and by the kubelet's prepare).
 	return nil

@@ -281,7 +281,7 @@ func (s *State) undo(rec checkpoint.PreparedClaim) error {
 		return err
 	}
 	s.releaseHeld(rec.UID)
-	s.setUnrestored(rec, nil)
+	s.clearUnrestored(rec.UID)
 	return nil
 }
 
