@@ -84,7 +84,7 @@ func TestChaos(t *testing.T) {
 	start := time.Now()
 	defer func() { c.summary(rounds, time.Since(start)) }()
 
-	if left := c.nodeLeftovers(); len(left) != 0 {
+	if left := nodeLeftovers(); len(left) != 0 {
 		t.Fatalf("the node is not clean before the first round (delete the pods using claims first):\n  %s", strings.Join(left, "\n  "))
 	}
 	c.devices = c.readDevices()
@@ -107,7 +107,7 @@ func (c *chaosRun) expectClean(when string) {
 	var left []string
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		left = c.nodeLeftovers()
+		left = nodeLeftovers()
 		if len(left) == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -323,7 +323,7 @@ spec:
 	// record goes last; j = 0: at once). The kubelet unprepares only once
 	// the containers have stopped, a few seconds after the deletion.
 	j := c.rng.Intn(claims + 1)
-	c.killWhen("unprepare", 20*time.Second, fmt.Sprintf("at the %d. claim's spec removal", j), func() bool { return len(chaosCDISpecs()) <= claims-j })
+	c.killWhen("unprepare", 20*time.Second, fmt.Sprintf("at the %d. claim's spec removal", j), func() bool { return len(driverCDISpecs()) <= claims-j })
 	c.waitPluginUp()
 	c.waitFor(fmt.Sprintf("round %d's pods and claims gone and unprepared on the node", r), func() (bool, string) {
 		pl, err1 := client.CoreV1().Pods(chaosNS).List(c.ctx, metav1.ListOptions{})
@@ -331,7 +331,7 @@ spec:
 		if err1 != nil || err2 != nil {
 			return false, fmt.Sprint(err1, err2)
 		}
-		specs, recs := chaosCDISpecs(), chaosRecords()
+		specs, recs := driverCDISpecs(), checkpointFiles()
 		state := fmt.Sprintf("%d pods, %d claims, %d CDI specs, %d records", len(pl.Items), len(cl.Items), len(specs), len(recs))
 		return len(pl.Items) == 0 && len(cl.Items) == 0 && len(specs) == 0 && len(recs) == 0, state
 	})
@@ -416,7 +416,7 @@ func (c *chaosRun) killWhen(phase string, limit time.Duration, trigger string, r
 		time.Sleep(time.Millisecond)
 	}
 	started, completed := chaosRecordStates()
-	specs := len(chaosCDISpecs())
+	specs := len(driverCDISpecs())
 	mid := false
 	switch phase {
 	case "prepare":
@@ -490,7 +490,7 @@ func (c *chaosRun) diagnostics() {
 		out, _ := exec.Command("kubectl", args...).CombinedOutput()
 		c.t.Logf("plugin logs %s:\n%s", prev, out)
 	}
-	c.t.Logf("on the node: %v", c.nodeLeftovers())
+	c.t.Logf("on the node: %v", nodeLeftovers())
 }
 
 // view waits for a container's nvidia-smi output and parses it.
@@ -630,7 +630,7 @@ func (c *chaosRun) checkDevices(n func(string) string, tsClaim, interval string)
 			claims[claim.Name], expect[devKey{claim.Name, d.name}] = claim, d.uuid
 		}
 		hold(uuid, "claim "+tsClaim+" (time-sliced)")
-		if got := chaosTimeSlice(uuid); got != interval {
+		if got := timeSliceOf(uuid); got != interval {
 			fail("time slice of %s is %q while %s is prepared, want %s", uuid, got, tsClaim, interval)
 		}
 	}
@@ -711,101 +711,6 @@ func (c *chaosRun) checkDevices(n func(string) string, tsClaim, interval string)
 	}
 }
 
-// nodeLeftovers lists what the driver left on the node: CDI specs,
-// checkpoint records (and files moved aside), MIG instances, MIG mode
-// still on, simulated MIG device files, MPS daemons (directories and
-// processes) and time slices other than Default.
-func (c *chaosRun) nodeLeftovers() []string {
-	var left []string
-	for _, s := range chaosCDISpecs() {
-		left = append(left, "CDI spec "+s)
-	}
-	// Unfinished writes: the driver stages specs in its own subdirectory;
-	// spec.*.tmp is what the CDI library leaves (only this driver writes
-	// CDI specs on the local cluster).
-	staged, _ := filepath.Glob(filepath.Join(cdiDir, ".k8s."+driverName+"-staging", "*"))
-	tmp, _ := filepath.Glob(filepath.Join(cdiDir, "spec.*.tmp"))
-	for _, s := range append(staged, tmp...) {
-		left = append(left, "unfinished CDI spec "+s)
-	}
-	for _, r := range chaosRecords() {
-		left = append(left, "checkpoint file "+r)
-	}
-	files, _ := filepath.Glob(filepath.Join(stateDir(), "simulated", "mig-state", "mig-state.*.json"))
-	newest, newestN := "", -1
-	for _, f := range files {
-		var n int
-		if _, err := fmt.Sscanf(filepath.Base(f), "mig-state.%d.json", &n); err == nil && n > newestN {
-			newest, newestN = f, n
-		}
-	}
-	if newest != "" {
-		var state map[string]struct {
-			MigMode        int               `json:"migMode"`
-			PendingMigMode *int              `json:"pendingMigMode"`
-			Instances      []json.RawMessage `json:"instances"`
-		}
-		data, err := os.ReadFile(newest)
-		if err == nil {
-			err = json.Unmarshal(data, &state)
-		}
-		if err != nil {
-			left = append(left, fmt.Sprintf("unreadable MIG state %s: %v", newest, err))
-		}
-		for uuid, g := range state {
-			if len(g.Instances) != 0 {
-				left = append(left, fmt.Sprintf("%d MIG instances on %s", len(g.Instances), uuid))
-			}
-			if g.MigMode != 0 || (g.PendingMigMode != nil && *g.PendingMigMode != 0) {
-				left = append(left, "MIG mode on for "+uuid)
-			}
-		}
-	}
-	migDevs, _ := filepath.Glob(filepath.Join(stateDir(), "simulated", "dev", "mig", "*"))
-	for _, f := range migDevs {
-		left = append(left, "simulated MIG device file "+f)
-	}
-	mpsDirs, _ := filepath.Glob(filepath.Join(stateDir(), "mps", "*"))
-	for _, d := range mpsDirs {
-		left = append(left, "MPS directory "+d)
-	}
-	if pods, err := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=mps-control-daemon"}); err == nil {
-		for _, p := range pods.Items {
-			left = append(left, "MPS daemon pod "+p.Name)
-		}
-	}
-	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, p := range procs {
-		env, err := os.ReadFile(p)
-		if err == nil && strings.Contains(string(env), "GPU_DRA_MPS_STANDIN_DIR="+filepath.Join(stateDir(), "mps")) {
-			left = append(left, "MPS stand-in daemon process "+filepath.Base(filepath.Dir(p)))
-		}
-	}
-	policies, _ := filepath.Glob(filepath.Join(stateDir(), "simulated", "compute-policy", "*"))
-	for _, p := range policies {
-		if v := chaosTimeSlice(filepath.Base(p)); v != "Default" {
-			left = append(left, fmt.Sprintf("time slice %s on %s", v, filepath.Base(p)))
-		}
-	}
-	return left
-}
-
-func chaosCDISpecs() []string {
-	m, _ := filepath.Glob(filepath.Join(cdiDir, "k8s."+driverName+"-*"))
-	return m
-}
-
-// chaosRecords lists claim records and files moved aside in the checkpoint
-// directory (the fence's .lock and .owner are not records).
-func chaosRecords() []string {
-	var out []string
-	for _, pat := range []string{"*.json", "*.corrupt-*", ".tmp-*"} {
-		m, _ := filepath.Glob(filepath.Join(stateDir(), "checkpoint", pat))
-		out = append(out, m...)
-	}
-	return out
-}
-
 func chaosRecordStates() (started, completed int) {
 	recs, _ := filepath.Glob(filepath.Join(stateDir(), "checkpoint", "*.json"))
 	for _, r := range recs {
@@ -826,14 +731,6 @@ func chaosRecordStates() (started, completed int) {
 		}
 	}
 	return started, completed
-}
-
-func chaosTimeSlice(uuid string) string {
-	data, err := os.ReadFile(filepath.Join(stateDir(), "simulated", "compute-policy", uuid))
-	if err != nil {
-		return "Default"
-	}
-	return strings.TrimSpace(string(data))
 }
 
 func chaosDaemonPID(uuid string) int {

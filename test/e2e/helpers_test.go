@@ -133,9 +133,15 @@ func waitRunningIn(t *testing.T, namespace string, names ...string) {
 // gpuOf returns what the nvidia-smi stand-in printed in a container.
 func gpuOf(t *testing.T, podName, container string) (model, uuid string, migs []string) {
 	t.Helper()
+	return gpuOfIn(t, ns, podName, container)
+}
+
+// gpuOfIn is gpuOf for a pod of another namespace.
+func gpuOfIn(t *testing.T, namespace, podName, container string) (model, uuid string, migs []string) {
+	t.Helper()
 	var out string
 	waitFor(t, "nvidia-smi output of "+podName+"/"+container, 30*time.Second, func() (bool, string) {
-		args := []string{"logs", "-n", ns, podName}
+		args := []string{"logs", "-n", namespace, podName}
 		if container != "" {
 			args = append(args, "-c", container)
 		}
