@@ -245,11 +245,23 @@ func run(ctx context.Context, o *options) error {
 			}
 			return errors.New("starting: restoring prepared claims")
 		}
-		addr, err := m.Serve(ctx, o.httpEndpoint, live, ready)
-		if err != nil {
-			return fmt.Errorf("serve metrics on %s: %w", o.httpEndpoint, err)
-		}
-		logger.Info("Serving metrics and liveness", "address", addr.String())
+		// With host networking, the pod of a rolling update starts while
+		// the old one still holds the port: keep trying, do not exit.
+		go func() {
+			for {
+				addr, err := m.Serve(ctx, o.httpEndpoint, live, ready)
+				if err == nil {
+					logger.Info("Serving metrics and liveness", "address", addr.String())
+					return
+				}
+				logger.Error(err, "Cannot serve metrics and probes yet; retrying", "address", o.httpEndpoint)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}()
 	}
 	d, err := driver.Start(ctx, driver.Config{
 		DriverName: o.driverName, NodeName: o.nodeName, Client: client, StatusClient: statusClient, Backend: be,

@@ -149,6 +149,16 @@ func (c *component) start(t *testing.T) time.Time {
 	}
 	defer log.Close()
 	fmt.Fprintf(log, "\n==== %s: started again by the e2e test %s ====\n", time.Now().Format(time.RFC3339Nano), t.Name())
+	// This process inherited descriptors that Go does not mark
+	// close-on-exec: hack/e2e.sh's cluster lock (fd 9) among them. A
+	// component holding it would keep every later run waiting for it.
+	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+		for _, fd := range fds {
+			if n, err := strconv.Atoi(fd.Name()); err == nil && n > 2 {
+				syscall.CloseOnExec(n)
+			}
+		}
+	}
 	cmd := &exec.Cmd{Path: c.exe, Args: c.args, Env: c.env, Dir: c.dir, Stdout: log, Stderr: log,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
 	started := time.Now()
