@@ -152,17 +152,7 @@ func (d *Driver) reportUnrestored(ctx context.Context, e *prepare.RestoreError) 
 		}
 	}
 	for _, obj := range objs {
-		now := metav1.NewTime(time.Now())
-		ev := &v1.Event{
-			ObjectMeta:     metav1.ObjectMeta{GenerateName: obj.Name + ".", Namespace: obj.Namespace},
-			InvolvedObject: obj,
-			Reason:         ReasonClaimNotRestored,
-			Message:        msg,
-			Type:           v1.EventTypeWarning,
-			Source:         v1.EventSource{Component: "gpu-kubelet-plugin", Host: d.cfg.NodeName},
-			FirstTimestamp: now, LastTimestamp: now, Count: 1,
-		}
-		if _, err := d.cfg.Client.CoreV1().Events(obj.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		if err := recordEvent(ctx, d.cfg.Client, d.cfg.NodeName, obj, v1.EventTypeWarning, ReasonClaimNotRestored, msg); err != nil {
 			return fmt.Errorf("event on %s %s: %w", obj.Kind, types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, err)
 		}
 	}

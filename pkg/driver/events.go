@@ -40,17 +40,29 @@ func reportToNode(ctx context.Context, client kubernetes.Interface, node, reason
 
 // recordNodeEvent creates one event on the Node.
 func recordNodeEvent(ctx context.Context, client kubernetes.Interface, node, eventType, reason, msg string) {
+	obj := v1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node), APIVersion: "v1", Namespace: metav1.NamespaceDefault}
+	if err := recordEvent(ctx, client, node, obj, eventType, reason, msg); err != nil {
+		klog.FromContext(ctx).V(2).Info("Could not record Node event", "reason", reason, "err", err)
+	}
+}
+
+// recordEvent creates one event on obj, in obj's namespace (the default
+// namespace for cluster-scoped objects).
+func recordEvent(ctx context.Context, client kubernetes.Interface, node string, obj v1.ObjectReference, eventType, reason, msg string) error {
 	now := metav1.NewTime(time.Now())
+	ns := obj.Namespace
+	if obj.Kind == "Node" {
+		obj.Namespace = "" // the involved object is cluster-scoped
+	}
 	ev := &v1.Event{
-		ObjectMeta:     metav1.ObjectMeta{GenerateName: node + ".", Namespace: metav1.NamespaceDefault},
-		InvolvedObject: v1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node), APIVersion: "v1"},
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: obj.Name + ".", Namespace: ns},
+		InvolvedObject: obj,
 		Reason:         reason,
 		Message:        msg,
 		Type:           eventType,
 		Source:         v1.EventSource{Component: "gpu-kubelet-plugin", Host: node},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}
-	if _, err := client.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		klog.FromContext(ctx).V(2).Info("Could not record Node event", "reason", reason, "err", err)
-	}
+	_, err := client.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{})
+	return err
 }

@@ -107,8 +107,8 @@ func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 			report.RolledBack++
 			continue
 		}
-		reconfigured := s.configuredAway(rec)
-		if err := s.restore(logger, rec); err != nil {
+		reconfigured, err := s.restore(logger, rec)
+		if err != nil {
 			report.problem(logger, err, "Restoring prepared claim", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
 			report.Unrestored++
 			continue

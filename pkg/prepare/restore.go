@@ -133,8 +133,12 @@ func migPresent(dev *AllocatableDevice, d checkpoint.PreparedDevice) bool {
 // failure nothing of the claim stays configured and the claim is marked
 // unrestored. The caller holds the claim's locks, or runs before the
 // kubelet is served.
-func (s *State) restore(logger klog.Logger, rec checkpoint.PreparedClaim) error {
+func (s *State) restore(logger klog.Logger, rec checkpoint.PreparedClaim) (reconfigured bool, err error) {
 	reconfigure := s.configuredAway(rec)
+	return reconfigure, s.restoreAs(logger, rec, reconfigure)
+}
+
+func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reconfigure bool) error {
 	if reconfigure {
 		logger.Info("Restoring claim whose devices lost their configuration (node reboot or GPU reset)", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID, "recordBoot", rec.BootID, "boot", s.BootID)
 		// Forget identities of an earlier boot first, durably: an undo
@@ -255,6 +259,9 @@ func (s *State) sharingEdits(rec *checkpoint.SharingRecord) (extraEdits, error) 
 		return extraEdits{}, nil
 	}
 	if configapi.SharingStrategy(rec.Strategy) == configapi.MpsStrategy {
+		if s.Sharing.MPS == nil {
+			return extraEdits{}, fmt.Errorf("the record uses MPS, which this node does not run")
+		}
 		return mpsEdits(s.Sharing.MPS, rec)
 	}
 	return s.applySharing(rec)

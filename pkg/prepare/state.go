@@ -299,10 +299,8 @@ func (s *State) retryRestore(ctx context.Context, rec checkpoint.PreparedClaim) 
 	}
 	unlockDevices := s.deviceLocks.Lock(keys...)
 	defer unlockDevices()
-	if err := s.restore(klog.FromContext(ctx), rec); err != nil {
-		return err
-	}
-	return nil
+	_, err := s.restore(klog.FromContext(ctx), rec)
+	return err
 }
 
 // PreparedDeviceCount is the number of devices held by prepared claims.
