@@ -5,6 +5,9 @@
 # sharing. The admission webhook runs on the host network (one replica):
 # pods here cannot reach the loopback-only apiserver otherwise.
 # Usage: deploy.sh [PROFILE]   (default h100x8)
+# CHART=<dir> IMAGE_TAG=<tag> deploy.sh installs another chart with an image
+# already in containerd instead (the upgrade e2e installs an earlier
+# release's chart and image that way).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK
@@ -13,15 +16,21 @@ PROFILE=${1:-h100x8}
 NAMESPACE=${NAMESPACE:-gpu-dra-driver}
 RELEASE=${RELEASE:-gpu-dra-driver}
 
-# The tag changes with the code, so a changed driver rolls out.
-tag=$(cd "$REPO" && { git rev-parse --short HEAD 2>/dev/null || echo dev; } )-$(cd "$REPO" && git diff HEAD 2>/dev/null | sha256sum | cut -c1-8)
-s=$(now)
-tarball=$("$(dirname "$0")/images.sh" driver "$REPO" "$tag" | tail -1)
-ctr -n k8s.io images import --platform linux/amd64 "$tarball" >/dev/null
-say "driver image localhost/gpu-dra-driver:$tag built and imported in $(since "$s")s"
+CHART=${CHART:-$REPO/deployments/helm/gpu-dra-driver}
+
+if [ -n "${IMAGE_TAG:-}" ]; then
+  tag=$IMAGE_TAG
+else
+  # The tag changes with the code, so a changed driver rolls out.
+  tag=$(cd "$REPO" && { git rev-parse --short HEAD 2>/dev/null || echo dev; } )-$(cd "$REPO" && git diff HEAD 2>/dev/null | sha256sum | cut -c1-8)
+  s=$(now)
+  tarball=$("$(dirname "$0")/images.sh" driver "$REPO" "$tag" | tail -1)
+  ctr -n k8s.io images import --platform linux/amd64 "$tarball" >/dev/null
+  say "driver image localhost/gpu-dra-driver:$tag built and imported in $(since "$s")s"
+fi
 
 s=$(now)
-helm upgrade --install "$RELEASE" "$REPO/deployments/helm/gpu-dra-driver" \
+helm upgrade --install "$RELEASE" "$CHART" \
   --namespace "$NAMESPACE" --create-namespace --wait --timeout 120s \
   --set image.tag="$tag" --set image.pullPolicy=Never \
   --set simulate.profile="$PROFILE" \
@@ -31,7 +40,7 @@ helm upgrade --install "$RELEASE" "$REPO/deployments/helm/gpu-dra-driver" \
   --set kubeletPlugin.apiServer.host=127.0.0.1 --set-string kubeletPlugin.apiServer.port=6443 \
   --set webhook.hostNetwork=true --set webhook.replicas=1 \
   --set webhook.apiServer.host=127.0.0.1 --set-string webhook.apiServer.port=6443 >/dev/null
-say "chart installed in $(since "$s")s (release $RELEASE, namespace $NAMESPACE, profile $PROFILE)"
+say "chart $CHART installed in $(since "$s")s (release $RELEASE, namespace $NAMESPACE, image tag $tag, profile $PROFILE)"
 for _ in $(seq 1 100); do
   n=$(kubectl get resourceslices --field-selector "spec.nodeName=$NODE,spec.driver=gpu.nvidia.com" -o name 2>/dev/null | wc -l)
   [ "$n" -gt 0 ] && break; sleep 0.2

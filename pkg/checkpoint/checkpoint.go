@@ -10,12 +10,15 @@
 // record, which Open moves aside so the caller can rebuild it.
 //
 // Versioning: every file names its format ("gpu.nvidia.com/checkpoint/v<N>"),
-// and N goes up whenever what a record holds or how it is checked changes.
-// A reader reads every older format; the current one is decoded strictly, so
-// a field it does not know is damage, not something to drop. A record of a
-// newer format (after a downgrade) is left untouched on disk and its claim is
-// refused (NewerError) rather than prepared, rewritten or deleted, so a
-// downgrade loses nothing and upgrading back restores the claim.
+// and N goes up whenever what a record holds or how it is checked changes
+// in a way a reader of the older format would misread. A reader reads every
+// older format; the current one is decoded strictly, so a field it does not
+// know is damage, not something to drop. A record is written in the oldest
+// format that holds it, so a rollback by one release reads it (version.go).
+// A record of a newer format (after a downgrade) is left untouched on disk
+// and its claim is refused (NewerError) rather than prepared, rewritten or
+// deleted, so a downgrade loses nothing and upgrading back restores the
+// claim.
 package checkpoint
 
 import (
@@ -26,6 +29,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -112,7 +116,7 @@ type PreparedClaim struct {
 	Devices   []PreparedDevice `json:"devices,omitempty"`
 	// BootID is the node's boot ID (/proc/sys/kernel/random/boot_id) of
 	// the boot in which the claim was prepared; empty in records written
-	// before format v2.
+	// before 9ac2442, or rewritten by a release before it.
 	BootID string `json:"bootID,omitempty"`
 }
 
@@ -315,7 +319,7 @@ func (s *Store) Put(c PreparedClaim) error {
 	if err != nil {
 		return err
 	}
-	data, err := json.Marshal(file{Version: Version, Checksum: crc32.ChecksumIEEE(payload), Claim: payload})
+	data, err := json.Marshal(file{Version: versionPrefix + strconv.Itoa(writeFormat(c)), Checksum: crc32.ChecksumIEEE(payload), Claim: payload})
 	if err != nil {
 		return err
 	}

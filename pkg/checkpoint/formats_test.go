@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"strconv"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -156,13 +157,14 @@ func TestEarlierFormatsAreRead(t *testing.T) {
 			if after := snapshot(t, dir); !reflect.DeepEqual(before, after) {
 				t.Fatal("Open changed files of an earlier format")
 			}
-			// Writing one back makes it the current format, with every field.
+			// Writing one back keeps every field, in the oldest format
+			// that holds it.
 			for _, uid := range tc.uids {
 				c, _ := s.Get(uid)
 				if err := s.Put(c); err != nil {
 					t.Fatal(err)
 				}
-				if v := fileVersion(t, filepath.Join(dir, string(uid)+fileSuffix)); v != Version {
+				if v := fileVersion(t, filepath.Join(dir, string(uid)+fileSuffix)); v != versionPrefix+strconv.Itoa(writeFormat(c)) {
 					t.Errorf("%s rewritten as %q", uid, v)
 				}
 			}

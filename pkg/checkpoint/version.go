@@ -16,15 +16,26 @@ import (
 )
 
 // Format history. Raise FormatVersion (and Version) with every change to
-// what a record holds or how it is checked, keep decoding every older
-// format in decodeClaim, and add a directory of records written by the old
-// code under testdata/formats.
+// what a record holds or how it is checked that a reader of the older
+// format would misread, keep decoding every older format in decodeClaim,
+// and add a directory of records written by the old code under
+// testdata/formats.
 //
 //	v1: every commit up to 1b7ce73; fields were added without a new
 //	    number (mig, sharing, adminAccess, shareID), see testdata/formats.
-//	v2: bootID; the claim is decoded strictly.
+//	    Decoded leniently: v1 readers always ignored fields they did not
+//	    know.
+//	v2: the RestorePending state; the claim is decoded strictly.
+//
+// Put writes the oldest format that holds a record (writeFormat), not the
+// newest: a rollback to the release before, which reads only that older
+// format, then still reads every claim (test/e2e's upgrade test rolls back
+// to 1b7ce73). So bootID rides in v1 files: a v1 reader ignores it, and
+// if that reader rewrites the record without it, the next start of this
+// driver checks the claim's devices instead of trusting the boot (see
+// pkg/prepare/restore.go), which costs a MIG listing and loses nothing.
 const (
-	// FormatVersion is the format Put writes, the newest one Open reads.
+	// FormatVersion is the newest format Open reads and Put writes.
 	FormatVersion = 2
 	// Version is the version string of FormatVersion.
 	Version = versionPrefix + "2"
@@ -115,13 +126,22 @@ func decodeFile(data []byte) (PreparedClaim, error) {
 	return c, nil
 }
 
+// writeFormat is the format Put writes c in: the oldest one that holds
+// it. A RestorePending record needs v2: a v1 reader would find no valid
+// state in it and move it aside.
+func writeFormat(c PreparedClaim) int {
+	if c.State == RestorePending {
+		return 2
+	}
+	return 1
+}
+
 // decodeClaim decodes a claim of format n (oldestFormat..FormatVersion).
 //
 // v1 was written by several commits with growing field sets, all of them
-// subsets of today's v1 fields, so it is decoded leniently; bootID did not
-// exist then and is ignored. The current format is decoded strictly: a
-// field this code does not know means the record is not what its version
-// says.
+// subsets of today's fields, and is decoded leniently, as v1 readers always
+// did. The current format is decoded strictly: a field this code does not
+// know means the record is not what its version says.
 func decodeClaim(n int, payload []byte) (PreparedClaim, error) {
 	if err := checkPresent(payload); err != nil {
 		return PreparedClaim{}, err
@@ -130,8 +150,8 @@ func decodeClaim(n int, payload []byte) (PreparedClaim, error) {
 	if err := decodeJSON(payload, &c, n == FormatVersion); err != nil {
 		return PreparedClaim{}, fmt.Errorf("decode claim: %w", err)
 	}
-	if n < 2 {
-		c.BootID = ""
+	if n < 2 && c.State == RestorePending {
+		return PreparedClaim{}, fmt.Errorf("state %s does not exist in format v%d", c.State, n)
 	}
 	return c, nil
 }

@@ -40,9 +40,11 @@ func TestVersionConstants(t *testing.T) {
 	}
 }
 
-// TestPutWritesCurrentFormat: a record written now is v2 and keeps its
-// boot ID; a record without one does not write the field.
-func TestPutWritesCurrentFormat(t *testing.T) {
+// TestPutWritesOldestFormatThatHoldsTheRecord: a prepared claim is written
+// as v1, which the release before 9ac2442 reads (it ignores bootID), and
+// keeps its boot ID; a RestorePending record, which a v1 reader would move
+// aside, is written as v2. A record without a boot ID writes no field.
+func TestPutWritesOldestFormatThatHoldsTheRecord(t *testing.T) {
 	dir := t.TempDir()
 	s, _ := reopen(t, dir)
 	c := fullRecord("u1", PrepareCompleted)
@@ -55,9 +57,13 @@ func TestPutWritesCurrentFormat(t *testing.T) {
 	if err := s.Put(noBoot); err != nil {
 		t.Fatal(err)
 	}
-	for _, uid := range []string{"u1", "u2"} {
-		if v := fileVersion(t, filepath.Join(dir, uid+fileSuffix)); v != v2 {
-			t.Fatalf("%s written as %q, want %q", uid, v, v2)
+	pending := fullRecord("u3", RestorePending)
+	if err := s.Put(pending); err != nil {
+		t.Fatal(err)
+	}
+	for uid, want := range map[string]string{"u1": v1, "u2": v1, "u3": v2} {
+		if v := fileVersion(t, filepath.Join(dir, uid+fileSuffix)); v != want {
+			t.Fatalf("%s written as %q, want %q", uid, v, want)
 		}
 	}
 	data, _ := os.ReadFile(filepath.Join(dir, "u1.json"))
@@ -71,7 +77,7 @@ func TestPutWritesCurrentFormat(t *testing.T) {
 	if len(rec.MovedAside)+len(rec.Newer) != 0 {
 		t.Fatalf("reopen: %+v", rec)
 	}
-	for _, want := range []PreparedClaim{c, noBoot} {
+	for _, want := range []PreparedClaim{c, noBoot, pending} {
 		if got, ok := s2.Get(want.UID); !ok || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s after reopen:\n got %s\nwant %s", want.UID, dump(got), dump(want))
 		}
@@ -192,12 +198,19 @@ func TestDecodingByVersion(t *testing.T) {
 			}
 		})
 	}
-	t.Run("v1 bootID is not v1", func(t *testing.T) {
+	t.Run("v1 keeps its bootID", func(t *testing.T) {
 		dir := t.TempDir()
 		writeEnvelope(t, dir, "u1.json", v1, `{"uid":"u1","state":"PrepareCompleted","bootID":"abc"}`, "")
 		s, _ := reopen(t, dir)
-		if c, ok := s.Get("u1"); !ok || c.BootID != "" {
+		if c, ok := s.Get("u1"); !ok || c.BootID != "abc" {
 			t.Fatalf("v1 record with bootID: %+v, %v", c, ok)
+		}
+	})
+	t.Run("v1 RestorePending is damage", func(t *testing.T) {
+		dir := t.TempDir()
+		writeEnvelope(t, dir, "u1.json", v1, `{"uid":"u1","state":"RestorePending"}`, "")
+		if s, rec := reopen(t, dir); len(s.List()) != 0 || len(rec.MovedAside) != 1 {
+			t.Fatalf("a v1 record cannot be RestorePending: loaded %d, %+v", len(s.List()), rec)
 		}
 	})
 }

@@ -18,6 +18,12 @@ import (
 // when the directory has none and kept otherwise (a restarted plugin is not
 // a rebooted node); Reboot replaces it. A driver reads it as it reads the
 // kernel's file, so it needs nothing from this package.
+//
+// <Dir>/rebooted exists once the node was rebooted. MIG device UUIDs
+// include the boot ID only from then on (migUUID): a node that never
+// rebooted names its MIG devices as simulators before Reboot existed did,
+// so a driver of an earlier release (a downgrade, see test/e2e) and this
+// one agree on every MIG device of such a node.
 
 const bootIDLen = 36
 
@@ -30,9 +36,32 @@ func (s *Simulator) BootID() string {
 	return id
 }
 
+// rebootedPath is the marker of a node that was rebooted at least once.
+func (s *Simulator) rebootedPath() string { return filepath.Join(s.Dir, "rebooted") }
+
+// migSalt is what MIG device UUIDs derive from besides the GPU and the
+// placement: nothing on a node that never rebooted, the boot ID after.
+func (s *Simulator) migSalt() string {
+	if !s.rebooted.Load() {
+		return ""
+	}
+	return s.BootID()
+}
+
+// markRebooted records, durably, that the node was rebooted.
+func (s *Simulator) markRebooted() error {
+	if err := os.WriteFile(s.rebootedPath(), nil, 0o644); err != nil {
+		return fmt.Errorf("mark the simulated node rebooted: %w", err)
+	}
+	s.rebooted.Store(true)
+	return nil
+}
+
 // loadBootID reads the boot ID, creating it when it is missing or not in
-// the kernel's format.
+// the kernel's format, and whether the node was rebooted.
 func (s *Simulator) loadBootID() error {
+	_, err := os.Stat(s.rebootedPath())
+	s.rebooted.Store(err == nil)
 	path := s.BootIDPath()
 	if id, ok := readBootID(path); ok {
 		s.bootID.Store(id)

@@ -31,7 +31,8 @@ import (
 //     tree in ProcRoot, and the whole MIG state is persisted in the state
 //     directory so a restarted plugin finds what the GPU still holds.
 //   - A simulated reboot (Reboot, reboot.go) destroys every instance; MIG
-//     device UUIDs include the boot ID, so re-created devices get new ones.
+//     device UUIDs include the boot ID from the first reboot on, so
+//     re-created devices get new ones.
 
 // migSim holds the wiring shared by all simulated GPUs.
 type migSim struct {
@@ -314,9 +315,13 @@ func (m *migSim) instanceCount(dev *server.Device) int {
 // restarted plugin (and its checkpoint) sees the same MIG device; after a
 // Reboot the instance made again at that placement has a new UUID, as
 // real MIG devices get a new one each time they are created. Every MIG
-// device UUID and file comes from here (and migDevicePath).
+// device UUID and file comes from here (and migDevicePath). A node that
+// never rebooted leaves the boot ID out (boot.go).
 func (m *migSim) migUUID(dev *server.Device, gi *server.GpuInstance) string {
-	return stableUUID("MIG", m.sim.BootID(), dev.UUID, fmt.Sprint(gi.Info.ProfileId), fmt.Sprint(gi.Info.Placement.Start))
+	if salt := m.sim.migSalt(); salt != "" {
+		return stableUUID("MIG", salt, dev.UUID, fmt.Sprint(gi.Info.ProfileId), fmt.Sprint(gi.Info.Placement.Start))
+	}
+	return stableUUID("MIG", dev.UUID, fmt.Sprint(gi.Info.ProfileId), fmt.Sprint(gi.Info.Placement.Start))
 }
 
 // migDevicePath is the file standing in for the MIG device of gi.

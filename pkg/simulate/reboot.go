@@ -23,7 +23,7 @@ import (
 //     reboots, and whoever wants them creates them again (NVIDIA MIG User
 //     Guide, "Getting Started with MIG",
 //     https://docs.nvidia.com/datacenter/tesla/mig-user-guide/). Made again,
-//     they get new UUIDs (migUUID includes the boot ID).
+//     they get new UUIDs (migUUID includes the boot ID from now on).
 //   - Each GPU is reset, so a pending MIG mode takes effect.
 //   - Ampere GPUs (A100, A30: needsReset) keep that MIG mode. There it is
 //     an InfoROM setting that, like ECC mode, persists across reboots until
@@ -74,6 +74,9 @@ func (s *Simulator) Reboot() error {
 		return fmt.Errorf("reset simulated compute policies: %w", err)
 	}
 	if err := s.clearBootFaults(); err != nil {
+		return err
+	}
+	if err := s.markRebooted(); err != nil {
 		return err
 	}
 	// The boot ID last: a Reboot that failed before can be run again.

@@ -289,3 +289,59 @@ func TestCheckNode(t *testing.T) {
 		t.Error("a missing directory passed")
 	}
 }
+
+// A node that never rebooted names its MIG devices as the simulator of
+// 1b7ce73 (before Reboot existed) did, whatever its boot ID, so an earlier
+// release and this one agree on them across a driver upgrade and rollback;
+// from the first reboot on, the boot ID is part of the name.
+func TestMigUUIDsBeforeTheFirstReboot(t *testing.T) {
+	// Printed by 1b7ce73's simulator for GPU 0 of h100x8 on node n1, 3g
+	// instance at slice 4.
+	const gpu0, at1b7ce73 = "GPU-f92c07ad-4a23-6710-bf96-2d18b0f39d9a", "MIG-b5a1de6c-1824-6582-5b8b-10299bbeb22b"
+	uuidAt4 := func(s *simulate.Simulator) string {
+		t.Helper()
+		dev, u := gpu(t, s, 0)
+		if u != gpu0 {
+			t.Fatalf("GPU 0 is %s, want %s", u, gpu0)
+		}
+		if err := s.SetMigModeAsAdmin(u, on); err != nil {
+			t.Fatal(err)
+		}
+		h := createMigDevice(t, dev, nvml.GPU_INSTANCE_PROFILE_3_SLICE, 4, 4)
+		mu, _ := h.GetUUID()
+		return mu
+	}
+	a, dirA := newSim(t, "h100x8")
+	b, _ := newSim(t, "h100x8")
+	if a.BootID() == b.BootID() {
+		t.Fatal("two simulated nodes share a boot ID")
+	}
+	for _, s := range []*simulate.Simulator{a, b} {
+		if got := uuidAt4(s); got != at1b7ce73 {
+			t.Errorf("never rebooted: MIG device %s, want %s as 1b7ce73 named it", got, at1b7ce73)
+		}
+	}
+	if err := a.Reboot(); err != nil {
+		t.Fatal(err)
+	}
+	first := uuidAt4(a)
+	if first == at1b7ce73 {
+		t.Errorf("after a reboot the MIG device is still %s", first)
+	}
+	// A restart keeps the rebooted node's names.
+	if got, _ := migHandleAt(t, gpuHandle(t, reopen(t, a, dirA), 0), 4).GetUUID(); got != first {
+		t.Errorf("after a restart: %s, want %s", got, first)
+	}
+	if err := a.Reboot(); err != nil {
+		t.Fatal(err)
+	}
+	if second := uuidAt4(a); second == first || second == at1b7ce73 {
+		t.Errorf("second reboot: %s, first %s: want a new UUID each boot", second, first)
+	}
+}
+
+func gpuHandle(t *testing.T, s *simulate.Simulator, i int) nvml.Device {
+	t.Helper()
+	dev, _ := gpu(t, s, i)
+	return dev
+}

@@ -34,8 +34,9 @@ type Simulator struct {
 	// noFaultsAt is when the faults directory was last found missing.
 	noFaultsAt atomic.Int64
 	// bootID is the node's boot ID (boot.go), a string; MIG device UUIDs
-	// derive from it.
-	bootID atomic.Value
+	// derive from it once the node was rebooted (rebooted).
+	bootID   atomic.Value
+	rebooted atomic.Bool
 }
 
 // GPUsPerPCIeRoot is how many simulated GPUs share a PCIe root complex; two

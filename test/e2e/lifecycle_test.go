@@ -72,13 +72,24 @@ spec:
 	return b.String()
 }
 
-// rebootSpecs: a whole GPU, two dynamic MIG devices of one GPU (one per
-// container), a time-sliced GPU (Long), an MPS-shared GPU with client
-// limits, and a memory fraction of GPU 7 (deploy.sh offers it).
-func rebootSpecs(namespace string) string {
-	return strings.Join([]string{
-		gpuTemplate("whole", namespace, "!device.allowMultipleAllocations"),
-		fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+// workloadPods are the pods of workloadSpecs and their containers: a whole
+// GPU, two dynamic MIG devices of one GPU (one per container), a
+// time-sliced GPU (Long), an MPS-shared GPU with client limits, and a
+// memory fraction of GPU 7 (deploy.sh offers it).
+var workloadPods = map[string][]string{
+	"whole": {"ctr"}, "mig-pair": {"small", "big"}, "time-sliced": {"ctr"}, "mps": {"ctr"}, "fraction": {"ctr"},
+}
+
+// allWorkloads is every pod of workloadPods, in a fixed order.
+var allWorkloads = []string{"whole", "mig-pair", "time-sliced", "mps", "fraction"}
+
+// workloadSpecs returns the claims (or templates) and pods of the named
+// workloadPods.
+func workloadSpecs(namespace string, pods ...string) string {
+	docs := map[string][]string{
+		"whole": {gpuTemplate("whole", namespace, "!device.allowMultipleAllocations"),
+			claimPod("whole", namespace, "whole", "", map[string]string{"ctr": ""})},
+		"mig-pair": {fmt.Sprintf(`apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {name: mig-pair, namespace: %[1]s}
 spec:
@@ -95,8 +106,8 @@ spec:
           selectors: [{cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '3g.40gb'"}}]
       constraints:
       - matchAttribute: gpu.nvidia.com/parentUUID
-`, namespace),
-		fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+`, namespace), claimPod("mig-pair", namespace, "mig-pair", "", map[string]string{"small": "small", "big": "big"})},
+		"time-sliced": {fmt.Sprintf(`apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: time-sliced, namespace: %[1]s}
 spec:
@@ -110,8 +121,8 @@ spec:
     - opaque:
         driver: gpu.nvidia.com
         parameters: {apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, sharing: {strategy: TimeSlicing, timeSlicingConfig: {interval: Long}}}
-`, namespace),
-		fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+`, namespace), claimPod("time-sliced", namespace, "", "time-sliced", map[string]string{"ctr": ""})},
+		"mps": {fmt.Sprintf(`apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {name: mps, namespace: %[1]s}
 spec:
@@ -126,8 +137,8 @@ spec:
       - opaque:
           driver: gpu.nvidia.com
           parameters: {apiVersion: resource.nvidia.com/v1beta1, kind: GpuConfig, sharing: {strategy: MPS, mpsConfig: {defaultActiveThreadPercentage: 50, defaultPinnedDeviceMemoryLimit: 40Gi}}}
-`, namespace),
-		fmt.Sprintf(`apiVersion: resource.k8s.io/v1
+`, namespace), claimPod("mps", namespace, "mps", "", map[string]string{"ctr": ""})},
+		"fraction": {fmt.Sprintf(`apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {name: fraction-20gi, namespace: %[1]s}
 spec:
@@ -139,13 +150,13 @@ spec:
           deviceClassName: gpu.nvidia.com
           capacity: {requests: {memory: 20Gi}}
           selectors: [{cel: {expression: "device.allowMultipleAllocations"}}]
-`, namespace),
-		claimPod("whole", namespace, "whole", "", map[string]string{"ctr": ""}),
-		claimPod("mig-pair", namespace, "mig-pair", "", map[string]string{"small": "small", "big": "big"}),
-		claimPod("time-sliced", namespace, "", "time-sliced", map[string]string{"ctr": ""}),
-		claimPod("mps", namespace, "mps", "", map[string]string{"ctr": ""}),
-		claimPod("fraction", namespace, "fraction-20gi", "", map[string]string{"ctr": ""}),
-	}, "---\n")
+`, namespace), claimPod("fraction", namespace, "fraction-20gi", "", map[string]string{"ctr": ""})},
+	}
+	var out []string
+	for _, p := range pods {
+		out = append(out, docs[p]...)
+	}
+	return strings.Join(out, "---\n")
 }
 
 // seen is what one container saw: its GPU (the parent of a MIG device),
@@ -291,11 +302,8 @@ func TestNodeReboot(t *testing.T) {
 	requireCleanNode(t)
 	gpudra := buildGpudra(t)
 	testNamespace(t, rebootNS)
-	applyYAML(t, rebootSpecs(rebootNS))
-	containers := map[string][]string{
-		"whole": {"ctr"}, "mig-pair": {"small", "big"}, "time-sliced": {"ctr"}, "mps": {"ctr"}, "fraction": {"ctr"},
-	}
-	pods := []string{"whole", "mig-pair", "time-sliced", "mps", "fraction"}
+	applyYAML(t, workloadSpecs(rebootNS, allWorkloads...))
+	containers, pods := workloadPods, allWorkloads
 	waitRunningIn(t, rebootNS, pods...)
 
 	// Before: what each container sees, and what the claims say.

@@ -1,0 +1,217 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The driver upgraded from the release before the checkpoint format v2 and
+// rolled back, with claims of every kind prepared by each release.
+
+const upgradeNS2 = upgradeNS + "-2"
+
+// deployOld installs an earlier commit's chart with its image (oldDriver)
+// through this checkout's deploy.sh, with the same settings as `make e2e`.
+func deployOld(t *testing.T, worktree, image, profile string) {
+	t.Helper()
+	start := time.Now()
+	cmd := exec.Command(filepath.Join(repoRoot, "hack", "cluster", "deploy.sh"), profile)
+	cmd.Env = append(os.Environ(), "CHART="+filepath.Join(worktree, "deployments", "helm", "gpu-dra-driver"),
+		"IMAGE_TAG="+strings.TrimPrefix(image, "localhost/gpu-dra-driver:"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("deploy.sh with the chart of %s: %v\n%s", worktree, err, out)
+	}
+	waitPluginImage(t, image)
+	t.Logf("%s deployed and Ready in %.1fs", image, time.Since(start).Seconds())
+}
+
+// forgetReboots makes the simulated node one that never rebooted (an
+// earlier test may have rebooted it). Its MIG devices are then named as
+// the simulator of oldCommit names them (pkg/simulate/boot.go), so both
+// releases agree on them; the node must be clean.
+func forgetReboots(t *testing.T) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(stateDir(), "simulated", "rebooted")); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+}
+
+// preparedWorkload is what the pods of one namespace run on, taken while
+// they run, to be found unchanged after every upgrade and rollback.
+type preparedWorkload struct {
+	namespace  string
+	pods       []string
+	seen       map[string]seen              // pod/container -> what it saw
+	status     map[string]map[string]string // pod -> device -> UUID in the claim's status
+	timeSliced string                       // GPU of time-sliced, if run
+	daemons    map[string]string            // GPU -> MPS daemon pod UID
+}
+
+func runWorkload(t *testing.T, namespace string, pods ...string) *preparedWorkload {
+	t.Helper()
+	testNamespace(t, namespace)
+	applyYAML(t, workloadSpecs(namespace, pods...))
+	waitRunningIn(t, namespace, pods...)
+	w := &preparedWorkload{namespace: namespace, pods: pods, seen: map[string]seen{}, status: map[string]map[string]string{}, daemons: map[string]string{}}
+	for _, p := range pods {
+		for _, c := range workloadPods[p] {
+			w.seen[p+"/"+c] = look(t, namespace, p, c)
+		}
+		w.status[p] = waitStatusUUIDs(t, namespace, claimOf(t, namespace, p, "gpu"), nil)
+		switch p {
+		case "time-sliced":
+			w.timeSliced = w.seen[p+"/ctr"].gpu
+		case "mps", "fraction":
+			gpu := w.seen[p+"/ctr"].gpu
+			w.daemons[gpu] = mpsDaemonFor(t, gpu)
+		}
+	}
+	return w
+}
+
+// check finds every pod running in the same containers (never restarted),
+// its claim's device status unchanged, its MIG devices there, its time
+// slice and its MPS daemon the same.
+func (w *preparedWorkload) check(t *testing.T, when string) {
+	t.Helper()
+	for _, p := range w.pods {
+		pod := podIn(t, w.namespace, p)
+		for _, c := range workloadPods[p] {
+			cs := containerOf(pod, c)
+			if cs == nil || cs.State.Running == nil || cs.RestartCount != 0 || cs.ContainerID != w.seen[p+"/"+c].containerID {
+				t.Errorf("%s: %s/%s/%s is not the container that ran before (%+v)", when, w.namespace, p, c, cs)
+			}
+			for _, m := range w.seen[p+"/"+c].migs {
+				_, uuid, _ := strings.Cut(m, "=")
+				if _, err := os.Stat(filepath.Join(stateDir(), "simulated", "dev", "mig", uuid)); err != nil {
+					t.Errorf("%s: MIG device %s of %s/%s is gone: %v", when, m, p, c, err)
+				}
+			}
+		}
+		if got, _ := statusUUIDs(t, w.namespace, claimOf(t, w.namespace, p, "gpu")); !equalMaps(got, w.status[p]) {
+			t.Errorf("%s: device status of %s/%s names %v, before %v", when, w.namespace, p, got, w.status[p])
+		}
+	}
+	if w.timeSliced != "" {
+		if got := timeSliceOf(w.timeSliced); got != "Long" {
+			t.Errorf("%s: time slice of %s is %q, want Long", when, w.timeSliced, got)
+		}
+	}
+	for gpu, uid := range w.daemons {
+		if got := mpsDaemonFor(t, gpu); got != uid {
+			t.Errorf("%s: the MPS daemon of %s is pod %s, before %s: the clients lost their daemon", when, gpu, got, uid)
+		}
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// readRecords maps each checkpoint record file to its bytes.
+func readRecords(t *testing.T) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for _, f := range checkpointRecords() {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(f)] = data
+	}
+	return out
+}
+
+// checkRecords fails on records moved aside, on records of a format the
+// release before v2 does not read (all must be v1), on a plugin log that
+// complains about its state, and when want (if not nil) differs from the
+// records on disk.
+func checkRecords(t *testing.T, when string, n int, want map[string][]byte) {
+	t.Helper()
+	versions, corrupt := recordVersions(t)
+	if len(corrupt) != 0 {
+		t.Errorf("%s: records moved aside: %v", when, corrupt)
+	}
+	if len(versions) != n {
+		t.Errorf("%s: %d records, want %d", when, len(versions), n)
+	}
+	for uid, v := range versions {
+		if v != "gpu.nvidia.com/checkpoint/v1" {
+			t.Errorf("%s: record of claim %s is %s; the release before v2 reads only v1", when, uid, v)
+		}
+	}
+	for name, data := range want {
+		if got, ok := readRecords(t)[name]; !ok || !bytes.Equal(got, data) {
+			t.Errorf("%s: record %s rewritten or gone:\n before %s\n now    %s", when, name, data, got)
+		}
+	}
+	for _, line := range strings.Split(pluginLogs(t, pluginPod(t).Name, false), "\n") {
+		if complaint.MatchString(line) {
+			t.Errorf("%s: the plugin complains: %s", when, line)
+		}
+	}
+}
+
+// TestUpgradeAndDowngradeKeepClaims installs the chart and image of
+// oldCommit (the last commit of checkpoint format v1), prepares claims of
+// every kind, upgrades to this checkout, prepares more, rolls back to
+// oldCommit and upgrades again. Every running pod keeps its container and
+// devices throughout; each release unprepares what the other prepared;
+// nothing is left over at the end.
+func TestUpgradeAndDowngradeKeepClaims(t *testing.T) {
+	requireCleanNode(t)
+	const profile = "h100x8"
+	worktree, oldImage := oldDriver(t, oldCommit)
+	// The tests after this one run on the current driver, whatever happens.
+	t.Cleanup(func() { deployCurrent(t, profile) })
+	forgetReboots(t)
+	deployOld(t, worktree, oldImage, profile)
+
+	old := runWorkload(t, upgradeNS, allWorkloads...)
+	oldRecords := readRecords(t)
+	checkRecords(t, "prepared by "+oldCommit, len(allWorkloads), nil)
+
+	deployCurrent(t, profile)
+	old.check(t, "after the upgrade")
+	checkRecords(t, "after the upgrade", len(allWorkloads), oldRecords)
+	// Claims prepared by this release: the node has room for three more.
+	current := runWorkload(t, upgradeNS2, "whole", "mig-pair", "fraction")
+	checkRecords(t, "prepared after the upgrade", len(allWorkloads)+3, nil)
+
+	deployOld(t, worktree, oldImage, profile)
+	old.check(t, "after the rollback")
+	current.check(t, "after the rollback")
+	checkRecords(t, "after the rollback", len(allWorkloads)+3, nil)
+	// The old release unprepares claims this one prepared.
+	kubectl(t, "delete", "namespace", upgradeNS2, "--wait=true", "--timeout=120s")
+	waitFor(t, "the records of "+upgradeNS2+"'s claims gone", 60*time.Second, func() (bool, string) {
+		n := len(checkpointRecords())
+		return n == len(allWorkloads), strings.Join(checkpointRecords(), " ")
+	})
+	old.check(t, "after the rollback and deleting "+upgradeNS2)
+	afterRollback := readRecords(t)
+
+	deployCurrent(t, profile)
+	old.check(t, "after upgrading again")
+	checkRecords(t, "after upgrading again", len(allWorkloads), afterRollback)
+	kubectl(t, "delete", "namespace", upgradeNS, "--wait=true", "--timeout=120s")
+	waitNodeClean(t, "after upgrading again and deleting every pod", nil)
+}
