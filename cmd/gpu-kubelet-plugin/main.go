@@ -62,6 +62,11 @@ type options struct {
 	mps          mpsOptions
 }
 
+// portBusyGrace is how long the metrics and probes port may stay taken
+// before the plugin logs it as an error: the old pod of a rolling update
+// lets go of it within its termination grace period.
+const portBusyGrace = 30 * time.Second
+
 func main() {
 	// The simulated MPS control daemon is this binary re-run.
 	sharing.RunStandInIfRequested()
@@ -246,15 +251,21 @@ func run(ctx context.Context, o *options) error {
 			return errors.New("starting: restoring prepared claims")
 		}
 		// With host networking, the pod of a rolling update starts while
-		// the old one still holds the port: keep trying, do not exit.
+		// the old one still holds the port for a few seconds: keep trying,
+		// do not exit, and call it an error only when it lasts.
 		go func() {
+			since := time.Now()
 			for {
 				addr, err := m.Serve(ctx, o.httpEndpoint, live, ready)
 				if err == nil {
 					logger.Info("Serving metrics and liveness", "address", addr.String())
 					return
 				}
-				logger.Error(err, "Cannot serve metrics and probes yet; retrying", "address", o.httpEndpoint)
+				if time.Since(since) < portBusyGrace {
+					logger.Info("Metrics and probes port busy (the previous plugin pod of a rolling update?); retrying", "address", o.httpEndpoint, "err", err.Error())
+				} else {
+					logger.Error(err, "Cannot serve metrics and probes; retrying", "address", o.httpEndpoint, "busySince", since)
+				}
 				select {
 				case <-ctx.Done():
 					return
