@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
