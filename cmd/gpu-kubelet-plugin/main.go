@@ -53,13 +53,16 @@ type options struct {
 	gates        featuregate.MutableFeatureGate
 	backend      backend.Options
 	fractional   bool
-	fractionalOn []int
-	strategies   []string
-	taintEffect  string
-	ignoredXIDs  []string
-	bootIDFile   string
-	health       driver.HealthConfig
-	mps          mpsOptions
+	// deviceMetadata writes per-request device metadata files
+	// (KEP-5304) that the kubelet mounts into containers.
+	deviceMetadata bool
+	fractionalOn   []int
+	strategies     []string
+	taintEffect    string
+	ignoredXIDs    []string
+	bootIDFile     string
+	health         driver.HealthConfig
+	mps            mpsOptions
 }
 
 // portBusyGrace is how long the metrics and probes port may stay taken
@@ -115,6 +118,7 @@ func newCommand() *cobra.Command {
 	cmd.AddCommand(mpsDaemonCommand(), mpsClientStandInCommand())
 	o.gates = newFeatureGates()
 	o.gates.AddFlag(f)
+	f.BoolVar(&o.deviceMetadata, "device-metadata", true, "Give each container a file under /var/run/kubernetes.io/dra-device-attributes describing its devices (UUID, memory, MIG profile, sharing in force); a CDI device per request carries it, so any kubelet with CDI mounts it.")
 	f.BoolVar(&o.printSlices, "print-slices", false, "Print the ResourceSlices this node would publish as YAML and exit; needs no cluster.")
 	f.StringVar(&o.backend.SimulateProfile, "simulate", os.Getenv("SIMULATE_PROFILE"), "Simulate GPUs instead of using NVML, e.g. h100x8, a100-40gbx8, a100-80gbx4, h200x8 (env SIMULATE_PROFILE).")
 	f.StringVar(&o.backend.NvidiaSmiStub, "nvidia-smi-stub", "", "nvidia-smi stand-in exposed to simulated containers; default nvidia-smi-sim next to this binary.")
@@ -283,6 +287,7 @@ func run(ctx context.Context, o *options) error {
 		Metrics:           m,
 		Publish:           o.publishOptions(),
 		SharingStrategies: strategies,
+		NoDeviceMetadata:  !o.deviceMetadata,
 		Health:            o.health,
 		MPSRunner:         o.mps.runner(client, o.nodeName, o.mpsHostDriverRoot()),
 		BootIDFile:        o.bootIDFile,

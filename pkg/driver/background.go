@@ -115,6 +115,11 @@ func (d *Driver) removeStale(ctx context.Context) {
 		}
 		return err
 	})
+	if ok {
+		// Metadata files of claims unprepared here (deleted while the
+		// plugin was down) have no kubelet call to remove them.
+		d.sweepMetadata(ctx)
+	}
 	d.reconciled.Store(ok)
 	for _, e := range d.state.Unrestored() {
 		retry(ctx, "report unrestored claim", func(ctx context.Context) error {

@@ -61,6 +61,9 @@ type Config struct {
 	MPSRunner sharing.Runner
 	// BootIDFile holds the node's boot ID; Backend.BootIDFile when empty.
 	BootIDFile string
+	// NoDeviceMetadata leaves out the device metadata files that are
+	// otherwise mounted into containers (metadata.go).
+	NoDeviceMetadata bool
 }
 
 // Driver is a running kubelet plugin.
@@ -70,6 +73,7 @@ type Driver struct {
 	state  *prepare.State
 	health *health.Monitor
 	status *devicestatus.Writer
+	meta   *deviceMetadata
 	// calls counts the kubelet's prepare and unprepare calls.
 	calls atomic.Uint64
 	// draSocket is the path the helper gave the DRA service's listener
@@ -130,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
 	}
 	devices, watched := allocatable(cfg.NodeName, table)
-	d := &Driver{cfg: cfg}
+	d := &Driver{cfg: cfg, meta: newDeviceMetadata(table)}
 	d.health = d.newMonitor(watched, store)
 	d.status = devicestatus.New(ctx, cmp.Or(cfg.StatusClient, cfg.Client), cfg.DriverName, devicestatus.Options{Records: store, Health: d.deviceCondition})
 	d.state = prepare.New(prepare.Config{
@@ -166,6 +170,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err := os.Chmod(cfg.PluginDir, PluginDirMode); err != nil {
 		return nil, fmt.Errorf("restrict %s: %w", cfg.PluginDir, err)
 	}
+	d.sweepMetadata(ctx) // before the kubelet's calls come in
 	opts := []kubeletplugin.Option{
 		kubeletplugin.DriverName(cfg.DriverName),
 		kubeletplugin.NodeName(cfg.NodeName),
@@ -179,6 +184,8 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		kubeletplugin.RegistrarListener(listenUnix),
 		// Claims are locked per claim and per device in prepare.State.
 		kubeletplugin.Serialize(false),
+		kubeletplugin.EnableDeviceMetadata(!cfg.NoDeviceMetadata, metadataVersions),
+		kubeletplugin.CDIDirectory(cfg.CDIDir),
 	}
 	if cfg.RollingUpdateUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(cfg.RollingUpdateUID))
@@ -234,6 +241,8 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		if err != nil {
 			d.cfg.Metrics.Errors.WithLabelValues("prepare").Inc()
 			err = fmt.Errorf("prepare claim %s/%s: %w", claim.Namespace, claim.Name, err)
+		} else if rec, ok := d.state.Store.Get(claim.UID); ok {
+			d.meta.attach(devices, rec.Devices)
 		}
 		out[claim.UID] = kubeletplugin.PrepareResult{Devices: devices, Err: err}
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,7 +218,23 @@ func (n *node) unprepare(claims ...*resourceapi.ResourceClaim) map[string]*drapb
 	return resp.Claims
 }
 
+// mustPrepare prepares a claim and returns the CDI IDs of its devices,
+// without the device metadata IDs (allCDIIDs has those too).
 func (n *node) mustPrepare(c *resourceapi.ResourceClaim) []string {
+	n.t.Helper()
+	var ids []string
+	for _, id := range n.allCDIIDs(c) {
+		// The kubelet helper adds one device metadata ID per request
+		// (metadata_test.go checks those); the rest are the claim's.
+		if !strings.HasPrefix(id, testDriver+"/metadata=") {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// allCDIIDs prepares a claim and returns every CDI ID of the answer.
+func (n *node) allCDIIDs(c *resourceapi.ResourceClaim) []string {
 	n.t.Helper()
 	r := n.prepare(c)[string(c.UID)]
 	if r == nil || r.Error != "" {
