@@ -33,7 +33,7 @@ func overlaps(a, b *AllocatableDevice) bool {
 	if a.GPU.UUID != b.GPU.UUID {
 		return false
 	}
-	if a.Kind == WholeGPU || b.Kind == WholeGPU {
+	if a.Kind == WholeGPU || b.Kind == WholeGPU || a.Kind == Monitor || b.Kind == Monitor {
 		return true
 	}
 	pa, pb := a.Placement, b.Placement

@@ -52,6 +52,9 @@ func (s *State) plan(claim *resourceapi.ResourceClaim) ([]plannedDevice, []check
 		if !ok {
 			return nil, nil, fmt.Errorf("device %s is not published by this node; it may have been removed since the claim was allocated", r.Device)
 		}
+		if err := checkMonitor(dev, r); err != nil {
+			return nil, nil, err
+		}
 		cfg, err := configFor(configs, r.Request, dev.Type())
 		if err != nil {
 			return nil, nil, err
@@ -112,7 +115,7 @@ func cdiDevices(records []checkpoint.PreparedDevice, planned []plannedDevice) []
 	out := make([]cdi.Device, 0, len(planned))
 	for i, p := range planned {
 		d := cdi.Device{Name: p.device.Name, UUID: records[i].UUID, ProductName: p.device.GPU.ProductName, Minor: p.device.GPU.Minor, Extra: cdispec.ContainerEdits(p.extra)}
-		if p.device.Kind != WholeGPU {
+		if p.device.Kind != WholeGPU && p.device.Kind != Monitor {
 			d.ParentUUID = p.device.GPU.UUID
 			d.MigProfile = p.device.Placement.Profile.Name
 		}

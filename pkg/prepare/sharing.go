@@ -38,7 +38,7 @@ type SharingConfig struct {
 
 // deviceMemory is the memory a device has: the GPU's, or the MIG profile's.
 func deviceMemory(dev *AllocatableDevice) int64 {
-	if dev.Kind == WholeGPU {
+	if dev.Kind == WholeGPU || dev.Kind == Monitor {
 		return int64(dev.GPU.MemoryBytes)
 	}
 	return int64(dev.Placement.Profile.Info.MemorySizeMB) << 20
@@ -49,6 +49,9 @@ func deviceMemory(dev *AllocatableDevice) int64 {
 // under MPS with its consumed memory as the pinned-memory limit.
 func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r resourceapi.DeviceRequestAllocationResult, index int) (*checkpoint.SharingRecord, error) {
 	sh := cfg.GetSharing()
+	if err := checkMonitorSharing(dev, sh != nil || r.ShareID != nil); err != nil {
+		return nil, err
+	}
 	target := mpsTarget(dev)
 	if r.ShareID != nil {
 		if sh != nil && sh.Strategy != configapi.MpsStrategy {

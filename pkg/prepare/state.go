@@ -34,6 +34,9 @@ const (
 	StaticMig
 	// DynamicMig is a MIG placement created at prepare, destroyed at unprepare.
 	DynamicMig
+	// Monitor is a GPU's monitor device: the GPU, for admin access only;
+	// preparing it changes nothing (monitor.go).
+	Monitor
 )
 
 // AllocatableDevice is a device this node publishes and can prepare.
@@ -54,7 +57,7 @@ type AllocatableDevice struct {
 
 // Type is the device type configs are checked against.
 func (d *AllocatableDevice) Type() configapi.DeviceType {
-	if d.Kind == WholeGPU {
+	if d.Kind == WholeGPU || d.Kind == Monitor {
 		return configapi.GpuDeviceType
 	}
 	return configapi.MigDeviceType
@@ -105,8 +108,10 @@ type State struct {
 	unrestored map[types.UID]*RestoreError
 }
 
-// New builds the state; call Recover before serving the kubelet.
+// New builds the state; call Recover before serving the kubelet. Monitor
+// devices among c.Devices get the Monitor kind.
 func New(c Config) *State {
+	markMonitors(c.Devices)
 	return &State{Config: c, claimLocks: newKeyedLocks(), deviceLocks: newKeyedLocks(), held: map[types.UID][]heldDevice{}, unrestored: map[types.UID]*RestoreError{}}
 }
 

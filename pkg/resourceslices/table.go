@@ -20,6 +20,9 @@ const (
 	KindStaticMIG
 	// KindDynamicMIG is a MIG placement created at prepare, destroyed at unprepare.
 	KindDynamicMIG
+	// KindMonitor is a GPU's monitor device (monitor.go): the GPU for
+	// admin-access requests only; preparing it changes nothing.
+	KindMonitor
 )
 
 // Entry is one device the node offers: the API device the scheduler
@@ -72,6 +75,7 @@ func NewTable(inv *nvdev.Inventory, o Options) Table {
 			t.Entries = append(t.Entries, entries...)
 		}
 	}
+	t.Entries = append(t.Entries, monitorEntries(inv)...)
 	return t
 }
 

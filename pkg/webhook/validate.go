@@ -27,19 +27,22 @@ type Validator struct {
 	// learn the device type their selectors pin. May be nil.
 	Classes ClassGetter
 
-	gpuClass, migClass string
+	gpuClass, migClass, monitorClass string
 }
 
 // NewValidator returns a Validator for driverName. The DeviceClasses the
 // chart installs are known by name: driverName for GPUs and the same name
 // with "gpu." replaced by "mig." for MIG devices (gpu.nvidia.com,
-// mig.nvidia.com).
+// mig.nvidia.com), and "monitor." before it for monitor devices
+// (monitor.gpu.nvidia.com).
 func NewValidator(driverName string, classes ClassGetter) *Validator {
 	return &Validator{
 		DriverName: driverName,
 		Classes:    classes,
 		gpuClass:   driverName,
 		migClass:   strings.Replace(driverName, "gpu.", "mig.", 1),
+
+		monitorClass: MonitorClassName(driverName),
 	}
 }
 
@@ -72,9 +75,10 @@ type decodedConfig struct {
 // template). It decides as prepare does: every config must decode; the
 // config that applies to a request is the last one that selects it; that
 // config must fit the request's device type (when the request's class
-// tells it) and must be valid once normalized.
+// tells it) and must be valid once normalized. Requests for monitor
+// devices must ask for admin access (monitor.go).
 func (v *Validator) ValidateSpec(path string, spec *resourceapi.ResourceClaimSpec) []FieldError {
-	var errs []FieldError
+	errs := v.validateMonitor(path, spec)
 	var configs []decodedConfig
 	for i, c := range spec.Devices.Config {
 		if c.Opaque == nil || c.Opaque.Driver != v.DriverName {
