@@ -1,0 +1,73 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package resourceslices
+
+import (
+	"strconv"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+)
+
+// TypeMonitor is the type of a GPU's monitor device.
+//
+// Every physical GPU is also published as a monitor device: the GPU for
+// admin-access requests (monitoring agents such as DCGM), which consumes no
+// shared counters. The Kubernetes 1.37 allocator checks and reserves a
+// partitionable device's counters even for admin-access requests
+// (kubernetes/kubernetes#140729), so an admin-access request for the whole
+// GPU device of a GPU that runs a MIG device or a whole-GPU workload never
+// fits; the monitor device always does. The chart's DeviceClasses
+// gpu.nvidia.com and mig.nvidia.com select `type == 'gpu'` and `'mig'` and
+// never pick it; its own class (monitor.<driver domain>) selects
+// `type == 'monitor'`. Admission (webhook and admission policy) and prepare
+// refuse it to requests without adminAccess: true.
+const TypeMonitor = "monitor"
+
+const monitorSuffix = "-monitor"
+
+// MonitorDeviceName is the published name of a GPU's monitor device:
+// "gpu-3-monitor".
+func MonitorDeviceName(minor int) string { return GPUDeviceName(minor) + monitorSuffix }
+
+// IsMonitorDeviceName reports whether name is a monitor device's name.
+// Device names of the other kinds ("gpu-3", "gpu-3-mig-1g10gb-0") never
+// match.
+func IsMonitorDeviceName(name string) bool {
+	rest, ok := strings.CutPrefix(name, "gpu-")
+	if !ok {
+		return false
+	}
+	minor, ok := strings.CutSuffix(rest, monitorSuffix)
+	if !ok || minor == "" {
+		return false
+	}
+	n, err := strconv.Atoi(minor)
+	return err == nil && n >= 0 && strconv.Itoa(n) == minor
+}
+
+// monitorDevice builds the monitor device of one GPU: the GPU's attributes
+// (uuid, index, minor, model, driver, topology) and capacities, type
+// "monitor", no counters and no sharing. Taints follow the GPU: the health
+// monitor watches it as a whole-GPU device of the same GPU.
+func monitorDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
+	d := gpuDevice(inv, g)
+	d.Name = MonitorDeviceName(g.Minor)
+	d.Attributes[AttrType] = str(TypeMonitor)
+	return d
+}
+
+// monitorEntries are the monitor devices of every GPU of inv, in GPU order.
+// They come after every other device, so a request that could match both
+// (a class of the admin's own without a type selector) looks at the
+// workload devices first.
+func monitorEntries(inv *nvdev.Inventory) []Entry {
+	out := make([]Entry, 0, len(inv.GPUs))
+	for _, g := range inv.GPUs {
+		out = append(out, Entry{Device: monitorDevice(inv, g), Kind: KindMonitor, GPU: g})
+	}
+	return out
+}
