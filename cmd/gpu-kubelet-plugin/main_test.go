@@ -156,9 +156,13 @@ func TestPrintSlicesFractionalPreview(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(strings.TrimPrefix(out.String(), "---\n")), &s); err != nil {
 		t.Fatal(err)
 	}
+	// The GPU, and its monitor device (admin access only).
+	if len(s.Spec.Devices) != 2 || s.Spec.Devices[1].Name != "gpu-0-monitor" {
+		t.Fatalf("want gpu-0 and gpu-0-monitor:\n%s", out.String())
+	}
 	d := s.Spec.Devices[0]
 	mem := d.Capacity["memory"]
-	if len(s.Spec.Devices) != 1 || d.AllowMultipleAllocations == nil || !*d.AllowMultipleAllocations || mem.RequestPolicy == nil || mem.RequestPolicy.ValidRange == nil {
+	if d.AllowMultipleAllocations == nil || !*d.AllowMultipleAllocations || mem.RequestPolicy == nil || mem.RequestPolicy.ValidRange == nil {
 		t.Fatalf("shareable device not published as such:\n%s", out.String())
 	}
 	if step := mem.RequestPolicy.ValidRange.Step; step == nil || step.String() != "1Gi" {

@@ -207,11 +207,20 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 	if err != nil {
 		r.fail("prepare", "%v", err)
 	} else {
-		var ids []string
+		var ids, metadata []string
 		for _, d := range resp.Claims[req.Uid].GetDevices() {
-			ids = append(ids, d.CdiDeviceIds...)
+			for _, id := range d.CdiDeviceIds {
+				// The kubelet helper's device metadata file comes as a
+				// CDI device of its own, one per request.
+				if strings.Contains(id, "/metadata=") {
+					metadata = append(metadata, id)
+				} else {
+					ids = append(ids, id)
+				}
+			}
 		}
 		r.pass("prepare", "CDI devices %v", ids)
+		r.check(len(metadata) == 1, "device metadata", "metadata CDI devices %v, want one for the request", metadata)
 		checkSpec(r, dir("cdi"), ids, filepath.Join(dir("hook-bin"), "nvidia-cdi-hook"))
 	}
 
@@ -249,19 +258,27 @@ func pickGPU(published []*resourceapi.ResourceSlice, want string) (*resourceapi.
 // checkSpec checks the claim's CDI spec as a container runtime would meet
 // it on this host.
 func checkSpec(r *report, cdiDir string, ids []string, installedHook string) {
+	kind, _, _ := strings.Cut(strings.Join(ids, ""), "=")
 	files, _ := filepath.Glob(filepath.Join(cdiDir, "*.json"))
-	if len(files) != 1 {
-		r.fail("CDI spec", "%d spec files in %s, want 1", len(files), cdiDir)
-		return
+	var spec *cdispec.Spec
+	n := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			r.fail("CDI spec", "%v", err)
+			return
+		}
+		s, err := cdiapi.ParseSpec(data)
+		if err != nil {
+			r.fail("CDI spec", "%s: %v", f, err)
+			return
+		}
+		if s.Kind == kind {
+			spec, n = s, n+1
+		}
 	}
-	data, err := os.ReadFile(files[0])
-	if err != nil {
-		r.fail("CDI spec", "%v", err)
-		return
-	}
-	spec, err := cdiapi.ParseSpec(data)
-	if err != nil {
-		r.fail("CDI spec", "%v", err)
+	if n != 1 {
+		r.fail("CDI spec", "%d spec files of kind %q in %s, want 1", n, kind, cdiDir)
 		return
 	}
 	all := []cdispec.ContainerEdits{spec.ContainerEdits}

@@ -265,6 +265,19 @@ func ascending(res resourceslice.DriverResources, g *nvdev.GPU) resourceslice.Dr
 			order = append(order, byName[resourceslices.MigDeviceName(g.Minor, p.Name, pl.Start)])
 		}
 	}
+	// Devices that are neither the GPU nor its MIG devices (the GPU's
+	// monitor device) keep their published place after them.
+	placed := map[string]bool{}
+	for _, d := range order {
+		placed[d.Name] = true
+	}
+	for _, s := range pool.Slices {
+		for _, d := range s.Devices {
+			if !placed[d.Name] {
+				order = append(order, d)
+			}
+		}
+	}
 	out := resourceslice.Pool{}
 	for _, s := range pool.Slices {
 		n := len(s.Devices)

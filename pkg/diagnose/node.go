@@ -124,6 +124,10 @@ func simulatedProfile(p *corev1.Pod) string {
 
 // countNodeDevices sorts the node's devices as a request with no selector
 // would see them.
+// monitorType is the type attribute of GPU monitor devices
+// (pkg/resourceslices/monitor.go).
+const monitorType = "monitor"
+
 func (c *cluster) countNodeDevices(nr *NodeReport) {
 	byType := map[string]*DeviceCount{}
 	for _, d := range c.devices {
@@ -134,7 +138,13 @@ func (c *cluster) countNodeDevices(nr *NodeReport) {
 		if byType[t] == nil {
 			byType[t] = &DeviceCount{Type: t}
 		}
-		for _, dc := range []*DeviceCounts{&nr.Devices, &byType[t].DeviceCounts} {
+		counts := []*DeviceCounts{&byType[t].DeviceCounts}
+		if t != monitorType {
+			// Monitor devices (one per GPU, admin access only) are
+			// views of GPUs counted already: only their own row has them.
+			counts = append(counts, &nr.Devices)
+		}
+		for _, dc := range counts {
 			dc.Total++
 			switch st := c.state(d, &resourceapi.ExactDeviceRequest{}); {
 			case st == stateTainted:

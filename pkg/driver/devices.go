@@ -51,11 +51,13 @@ func allocatable(pool string, table resourceslices.Table) (map[string]*prepare.A
 			Name: e.Device.Name, Kind: kinds[e.Kind], GPU: e.GPU, Partitionable: e.Partitionable,
 			StaticUUID: e.StaticUUID, GIID: e.GIID, CIID: e.CIID,
 		}
-		if e.Kind != resourceslices.KindGPU {
+		if e.Kind != resourceslices.KindGPU && e.Kind != resourceslices.KindMonitor {
 			d.Placement = mig.Placement{Profile: e.Profile, Start: e.Start, Size: e.Size}
 		}
 		devices[d.Name] = d
-		w := health.Device{PoolName: pool, DeviceName: d.Name, UUID: d.GPU.UUID, NVML: d.GPU.Device, MIG: d.Kind != prepare.WholeGPU}
+		// A monitor device is its GPU seen again: it has the GPU's faults.
+		gpuLike := d.Kind == prepare.WholeGPU || d.Kind == prepare.Monitor
+		w := health.Device{PoolName: pool, DeviceName: d.Name, UUID: d.GPU.UUID, NVML: d.GPU.Device, MIG: !gpuLike}
 		if d.Kind == prepare.StaticMig {
 			w.Instance = &[2]uint32{uint32(d.GIID), uint32(d.CIID)}
 		}
@@ -68,4 +70,5 @@ var kinds = map[resourceslices.Kind]prepare.DeviceKind{
 	resourceslices.KindGPU:        prepare.WholeGPU,
 	resourceslices.KindStaticMIG:  prepare.StaticMig,
 	resourceslices.KindDynamicMIG: prepare.DynamicMig,
+	resourceslices.KindMonitor:    prepare.Monitor,
 }

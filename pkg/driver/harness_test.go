@@ -183,6 +183,23 @@ func (n *node) claim(name string, devices []string, configs ...string) *resource
 	return created
 }
 
+// adminClaim creates an allocated claim whose devices are all allocated
+// with admin access (as the scheduler allocates a request with
+// adminAccess: true).
+func (n *node) adminClaim(name string, devices []string) *resourceapi.ResourceClaim {
+	n.t.Helper()
+	c := n.claim(name, devices)
+	admin := true
+	for i := range c.Status.Allocation.Devices.Results {
+		c.Status.Allocation.Devices.Results[i].AdminAccess = &admin
+	}
+	updated, err := n.client.ResourceV1().ResourceClaims("default").UpdateStatus(context.Background(), c, metav1.UpdateOptions{})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return updated
+}
+
 func pbClaims(claims ...*resourceapi.ResourceClaim) []*drapb.Claim {
 	out := make([]*drapb.Claim, 0, len(claims))
 	for _, c := range claims {

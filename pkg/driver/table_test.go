@@ -48,6 +48,13 @@ func TestEveryPublishedDeviceIsPreparable(t *testing.T) {
 			}
 			for i, name := range names {
 				c := n.claim(fmt.Sprintf("c%d", i), []string{name})
+				if strings.HasSuffix(name, "-monitor") {
+					// Monitor devices are for admin access only.
+					if e := n.prepare(c)[string(c.UID)].GetError(); !strings.Contains(e, "admin") {
+						t.Fatalf("%s without admin access: %q, want a refusal", name, e)
+					}
+					c = n.adminClaim(fmt.Sprintf("admin%d", i), []string{name})
+				}
 				if ids := n.mustPrepare(c); len(ids) == 0 {
 					t.Fatalf("%s: prepared without a CDI device", name)
 				}

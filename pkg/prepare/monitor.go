@@ -7,8 +7,6 @@ import (
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
-
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // A monitor device (resourceslices.TypeMonitor) is a GPU published a second
@@ -18,18 +16,6 @@ import (
 // nothing: no MIG mode, no MIG devices, no sharing. It never conflicts with
 // other claims on its GPU (admin access), and unprepare has nothing to undo
 // but the claim's CDI spec and record.
-
-// markMonitors gives monitor devices the Monitor kind, whatever kind the
-// caller mapped them to: the name is the table's (resourceslices), and a
-// monitor device prepared as a whole GPU would turn MIG mode off under
-// running MIG workloads.
-func markMonitors(devices map[string]*AllocatableDevice) {
-	for name, d := range devices {
-		if d != nil && resourceslices.IsMonitorDeviceName(name) {
-			d.Kind = Monitor
-		}
-	}
-}
 
 // checkMonitor refuses a monitor device allocated without admin access:
 // nothing keeps such an allocation off a GPU that a workload uses. It runs

@@ -11,21 +11,15 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
-// withMonitors publishes every GPU's monitor device too, mapped to a kind
-// the way the driver maps table entries today (WholeGPU, the zero kind),
-// and restarts the State so that New marks them.
+// withMonitors publishes every GPU's monitor device too, with the Monitor
+// kind the driver gives resourceslices.KindMonitor entries.
 func withMonitors(n *node) {
 	n.t.Helper()
 	for _, g := range n.inv.GPUs {
 		name := resourceslices.MonitorDeviceName(g.Minor)
-		n.devices[name] = &AllocatableDevice{Name: name, Kind: WholeGPU, GPU: g}
+		n.devices[name] = &AllocatableDevice{Name: name, Kind: Monitor, GPU: g}
 	}
 	n.restart()
-	for _, g := range n.inv.GPUs {
-		if k := n.devices[resourceslices.MonitorDeviceName(g.Minor)].Kind; k != Monitor {
-			n.t.Fatalf("monitor device of GPU %d has kind %d, want Monitor", g.Minor, k)
-		}
-	}
 }
 
 // TestMonitorNeedsAdminAccess: a monitor device allocated without admin

@@ -108,10 +108,8 @@ type State struct {
 	unrestored map[types.UID]*RestoreError
 }
 
-// New builds the state; call Recover before serving the kubelet. Monitor
-// devices among c.Devices get the Monitor kind.
+// New builds the state; call Recover before serving the kubelet.
 func New(c Config) *State {
-	markMonitors(c.Devices)
 	return &State{Config: c, claimLocks: newKeyedLocks(), deviceLocks: newKeyedLocks(), held: map[types.UID][]heldDevice{}, unrestored: map[types.UID]*RestoreError{}}
 }
 
