@@ -161,10 +161,11 @@ func (c *cluster) consume(d *device) {
 	}
 }
 
-// counterBlockers returns, for a device that is not allocated, the
-// allocated devices whose counters leave too little for it (empty when it
-// fits). A MIG placement overlapping an allocated one, or any placement of
-// a GPU allocated whole, is blocked this way.
+// counterBlockers returns the allocated devices whose counters leave too
+// little for a device (empty when it fits). A MIG placement overlapping an
+// allocated one, or any placement of a GPU allocated whole, is blocked this
+// way; so is, for an admin-access request, an allocated device itself,
+// whose own counters are among those consumed.
 func (c *cluster) counterBlockers(d *device) (blockers []string, set string) {
 	seen := map[string]bool{}
 	for _, cc := range d.Dev.ConsumesCounters {

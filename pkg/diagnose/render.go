@@ -112,7 +112,11 @@ func (p *printer) request(r RequestReport) {
 		p.line(1, "request %s: DeviceClass %s NOT FOUND", r.Name, r.Class)
 		return
 	}
-	p.line(1, "request %s: %s device(s) of class %s", r.Name, count, r.Class)
+	admin := ""
+	if r.AdminAccess {
+		admin = ", admin access"
+	}
+	p.line(1, "request %s: %s device(s) of class %s%s", r.Name, count, r.Class, admin)
 	p.line(2, "%d devices published in complete pools on nodes the pod may use", r.Candidates)
 	for _, s := range r.Selectors {
 		p.line(2, "%s `%s`: %d left", s.Source, s.Expression, s.Left)

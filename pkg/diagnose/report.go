@@ -81,6 +81,9 @@ type RequestReport struct {
 	ClassFound bool   `json:"deviceClassFound"`
 	Mode       string `json:"allocationMode"`
 	Count      int64  `json:"count,omitempty"`
+	// AdminAccess requests may get devices other claims hold; only
+	// tainted devices, capacity and shared counters block them.
+	AdminAccess bool `json:"adminAccess,omitempty"`
 	// Candidates are the devices in complete pools on nodes the pod may use.
 	Candidates int            `json:"candidates"`
 	Selectors  []SelectorStep `json:"selectors,omitempty"`

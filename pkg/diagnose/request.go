@@ -18,7 +18,8 @@ import (
 // selectors, the request's selectors, then which of the matching devices
 // are allocated, blocked by counters, out of capacity or tainted.
 func (c *cluster) analyzeRequest(name string, req *resourceapi.ExactDeviceRequest, eligible func(node string) bool) RequestReport {
-	r := RequestReport{Name: name, Class: req.DeviceClassName, Mode: string(req.AllocationMode), Count: req.Count}
+	r := RequestReport{Name: name, Class: req.DeviceClassName, Mode: string(req.AllocationMode), Count: req.Count,
+		AdminAccess: ptr.Deref(req.AdminAccess, false)}
 	if r.Mode == "" {
 		r.Mode = string(resourceapi.DeviceAllocationModeExactCount)
 	}
@@ -120,12 +121,19 @@ const (
 	stateTainted   = "tainted"
 )
 
+// state is why the allocator would not give a matching device to the
+// request now. Admin access may get a device that other claims hold, but
+// the Kubernetes 1.37 allocator still checks and reserves the device's
+// shared counters (kubernetes/kubernetes#140729): a device allocated
+// whole, or one whose GPU runs MIG devices, stays counter-blocked for it.
+// Its own allocation counts too, the allocator reserving its counters again.
 func (c *cluster) state(d *device, req *resourceapi.ExactDeviceRequest) string {
+	admin := ptr.Deref(req.AdminAccess, false)
 	if ptr.Deref(d.Dev.AllowMultipleAllocations, false) {
 		if !c.capacityFits(d, req) {
 			return stateCapacity
 		}
-	} else if len(c.holders[d.key()]) > 0 {
+	} else if !admin && len(c.holders[d.key()]) > 0 {
 		return stateAllocated
 	} else if by, _ := c.counterBlockers(d); len(by) > 0 {
 		return stateCounters

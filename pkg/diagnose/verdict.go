@@ -22,6 +22,8 @@ func (c *cluster) problem(r RequestReport) string {
 		}
 		sort.Strings(names)
 		return fmt.Sprintf("request %q names DeviceClass %q, which does not exist (classes: %s); fix deviceClassName", r.Name, r.Class, orNone(strings.Join(names, ", ")))
+	case r.Class == c.monitorClass() && !r.AdminAccess:
+		return c.monitorWithoutAdmin(r)
 	case r.Error != "":
 		return fmt.Sprintf("request %q: the scheduler cannot evaluate %s; fix the expression", r.Name, r.Error)
 	case r.Candidates == 0:
@@ -50,6 +52,9 @@ func (c *cluster) problem(r RequestReport) string {
 	if need != 1 {
 		what = "devices"
 	}
+	if r.AdminAccess {
+		what += " with admin access"
+	}
 	msg := fmt.Sprintf("request %q wants %d %s; %d of the %d matching devices are free", r.Name, need, what, r.Free, r.Matching)
 	if r.Free > 0 && int64(r.MaxFree) < need {
 		msg += fmt.Sprintf(", at most %d on one node (%s)", r.MaxFree, r.MaxFreeNode)
@@ -69,6 +74,9 @@ func (c *cluster) problem(r RequestReport) string {
 	}
 	if len(why) > 0 {
 		msg += ": " + strings.Join(why, "; ")
+	}
+	if r.adminCountersOnly() {
+		return msg + ". " + c.adminCountersAdvice(r)
 	}
 	if len(r.FreeInClass) > 0 {
 		keys := make([]string, 0, len(r.FreeInClass))
