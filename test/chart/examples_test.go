@@ -35,25 +35,36 @@ type example struct {
 func documentedExamples(t *testing.T) []example {
 	t.Helper()
 	var out []example
-	readme := read(t, "../../README.md")
+	// The README and the docs pages it links (install, security, ...).
+	docs := map[string]string{"README.md": read(t, "../../README.md")}
+	pages, _ := filepath.Glob("../../docs/*.md")
+	for _, p := range pages {
+		docs["docs/"+filepath.Base(p)] = read(t, p)
+	}
 	values := read(t, filepath.Join(chartDir, "values.yaml"))
-	for name, text := range map[string]string{"README.md": readme, "values.yaml": values} {
+	texts := map[string]string{"values.yaml": values}
+	for name, text := range docs {
+		texts[name] = text
+	}
+	for name, text := range texts {
 		for _, m := range setFlag.FindAllStringSubmatch(placeholder.ReplaceAllString(text, "example"), -1) {
 			out = append(out, example{where: name + ": --set " + m[1], set: m[1]})
 		}
 	}
 	top := topLevelKeys(t, values)
-	for i, block := range yamlBlocks(readme) {
-		var doc map[string]any
-		if yaml.Unmarshal([]byte(block), &doc) != nil || len(doc) == 0 {
-			continue
-		}
-		isValues := true
-		for k := range doc {
-			isValues = isValues && top[k]
-		}
-		if isValues {
-			out = append(out, example{where: fmt.Sprintf("README.md yaml block %d", i+1), yaml: block})
+	for name, text := range docs {
+		for i, block := range yamlBlocks(text) {
+			var doc map[string]any
+			if yaml.Unmarshal([]byte(block), &doc) != nil || len(doc) == 0 {
+				continue
+			}
+			isValues := true
+			for k := range doc {
+				isValues = isValues && top[k]
+			}
+			if isValues {
+				out = append(out, example{where: fmt.Sprintf("%s yaml block %d", name, i+1), yaml: block})
+			}
 		}
 	}
 	for _, ex := range commentedExamples(values) {
