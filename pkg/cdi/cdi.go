@@ -11,14 +11,15 @@ package cdi
 import (
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
@@ -26,15 +27,6 @@ import (
 
 // class is the CDI class of every device this driver writes.
 const class = "claim"
-
-// ClaimAnnotation carries the driver's own record of the claim inside the
-// spec, so that a lost checkpoint can be rebuilt from the specs on disk.
-// ChecksumAnnotation is the CRC-32 (IEEE) of that record: a damaged record
-// is never trusted.
-const (
-	ClaimAnnotation    = "gpu.nvidia.com/prepared-claim"
-	ChecksumAnnotation = "gpu.nvidia.com/prepared-claim-crc32"
-)
 
 // maxSpecSize caps what is read of a spec. nvcdi specs of a claim with
 // several GPUs are tens of KiB.
@@ -83,10 +75,17 @@ func NewWriter(dir, driverName string, edits Edits) (*Writer, error) {
 	return w, nil
 }
 
-// DeviceID is the fully qualified CDI name of a claim's device. The claim
-// UID makes it unique, so containerd's cache never serves a stale spec.
+// DeviceID is the fully qualified CDI name of a claim's device: what the
+// kubelet passes to the runtime, and what prepare records and answers. The
+// claim UID makes it unique, so containerd's cache never serves a stale spec.
 func (w *Writer) DeviceID(claimUID types.UID, deviceName string) string {
-	return parser.QualifiedName(w.vendor, class, string(claimUID)+"-"+deviceName)
+	return parser.QualifiedName(w.vendor, class, specDeviceName(claimUID, deviceName))
+}
+
+// specDeviceName is the name of a claim's device inside its spec; DeviceID
+// qualifies it.
+func specDeviceName(claimUID types.UID, deviceName string) string {
+	return string(claimUID) + "-" + deviceName
 }
 
 func (w *Writer) specName(claimUID types.UID) string {
@@ -98,45 +97,38 @@ func (w *Writer) SpecPath(claimUID types.UID) string {
 	return filepath.Join(w.dir, w.specName(claimUID))
 }
 
-// Write creates (or replaces) the spec of a claim and returns the CDI ID of
-// each device, in order. record is stored as an annotation.
-func (w *Writer) Write(claimUID types.UID, devices []Device, record any) ([]string, error) {
+// Write creates (or replaces) the spec of a claim. Its devices are named so
+// that DeviceID gives their CDI IDs. annotations are stored in the spec as
+// they are (pkg/checkpoint puts the claim's record there).
+func (w *Writer) Write(claimUID types.UID, devices []Device, annotations map[string]string) error {
 	claimEdits, err := w.edits.ForClaim(devices)
 	if err != nil {
-		return nil, fmt.Errorf("claim-wide CDI edits: %w", err)
+		return fmt.Errorf("claim-wide CDI edits: %w", err)
 	}
 	spec := &cdispec.Spec{
 		Kind:           w.vendor + "/" + class,
+		Annotations:    annotations,
 		ContainerEdits: claimEdits,
 	}
-	if record != nil {
-		data, err := json.Marshal(record)
-		if err != nil {
-			return nil, err
-		}
-		spec.Annotations = map[string]string{ClaimAnnotation: string(data), ChecksumAnnotation: checksum(data)}
-	}
-	ids := make([]string, 0, len(devices))
 	for _, d := range devices {
 		edits, err := w.edits.ForDevice(d)
 		if err != nil {
-			return nil, fmt.Errorf("CDI edits for device %s: %w", d.Name, err)
+			return fmt.Errorf("CDI edits for device %s: %w", d.Name, err)
 		}
 		edits.Env = append(edits.Env, d.Extra.Env...)
 		edits.Mounts = append(edits.Mounts, d.Extra.Mounts...)
-		spec.Devices = append(spec.Devices, cdispec.Device{Name: string(claimUID) + "-" + d.Name, ContainerEdits: edits})
-		ids = append(ids, w.DeviceID(claimUID, d.Name))
+		spec.Devices = append(spec.Devices, cdispec.Device{Name: specDeviceName(claimUID, d.Name), ContainerEdits: edits})
 	}
 	if spec.Version, err = cdispec.MinimumRequiredVersion(spec); err != nil {
-		return nil, fmt.Errorf("CDI spec version: %w", err)
+		return fmt.Errorf("CDI spec version: %w", err)
 	}
 	if err := w.clearNonRegular(claimUID); err != nil {
-		return nil, fmt.Errorf("write CDI spec: %w", err)
+		return fmt.Errorf("write CDI spec: %w", err)
 	}
 	if err := w.writeSpec(claimUID, spec); err != nil {
-		return nil, fmt.Errorf("write CDI spec: %w", err)
+		return fmt.Errorf("write CDI spec: %w", err)
 	}
-	return ids, nil
+	return nil
 }
 
 // writeSpec has the CDI library validate and write the spec into a
@@ -214,37 +206,26 @@ func (w *Writer) clearNonRegular(claimUID types.UID) error {
 	return nil
 }
 
-// Intact reports whether the spec of a claim is on disk, parses, names
-// this driver's kind, has devices and carries an undamaged record. A spec
-// that fails any of it would keep the claim's containers from starting.
-func (w *Writer) Intact(claimUID types.UID) bool {
-	spec, err := w.read(filepath.Join(w.dir, w.specName(claimUID)))
+// Annotations returns the annotations of a claim's spec when the spec is
+// on disk, parses, names this driver's kind and has devices. A spec that
+// fails any of it would keep the claim's containers from starting.
+func (w *Writer) Annotations(claimUID types.UID) (map[string]string, bool) {
+	spec, err := w.read(w.SpecPath(claimUID))
 	if err != nil || spec.Kind != w.vendor+"/"+class || len(spec.Devices) == 0 {
-		return false
+		return nil, false
 	}
-	_, ok := recordOf(spec)
-	return ok
+	return spec.Annotations, true
 }
 
 // ClaimSpec is a spec found on disk.
 type ClaimSpec struct {
 	UID types.UID
-	// Record is the ClaimAnnotation value; empty when missing or damaged.
-	Record string
-}
-
-// Claim decodes the record the spec carries. It is usable only when it
-// decodes, passes checkpoint validation and names the spec's own claim.
-func (c ClaimSpec) Claim() (checkpoint.PreparedClaim, bool) {
-	var rec checkpoint.PreparedClaim
-	if c.Record == "" || json.Unmarshal([]byte(c.Record), &rec) != nil || rec.UID != c.UID || rec.Validate() != nil {
-		return checkpoint.PreparedClaim{}, false
-	}
-	return rec, true
+	// Annotations are the spec's; nil when it does not parse.
+	Annotations map[string]string
 }
 
 // List returns every claim spec this driver wrote into the directory.
-// Unreadable specs are returned with an empty record so the caller can
+// Unreadable specs are returned without annotations so the caller can
 // remove them.
 func (w *Writer) List() ([]ClaimSpec, error) {
 	prefix := cdiapi.GenerateTransientSpecName(w.vendor, class, "")
@@ -259,20 +240,28 @@ func (w *Writer) List() ([]ClaimSpec, error) {
 			continue
 		}
 		uid := types.UID(strings.TrimSuffix(strings.TrimPrefix(name, prefix), ".json"))
-		if !checkpoint.ValidToken(string(uid)) {
+		if !validUID(string(uid)) {
 			continue // not a name this driver writes
 		}
 		cs := ClaimSpec{UID: uid}
 		if spec, err := w.read(filepath.Join(w.dir, name)); err == nil {
-			cs.Record, _ = recordOf(spec)
+			cs.Annotations = spec.Annotations
 		}
 		out = append(out, cs)
 	}
 	return out, nil
 }
 
+// uidPattern is what a claim UID taken from a spec's file name may look
+// like: the name is used as a path again (to read and remove the spec), so
+// it must never name "..", a path separator or the empty string. It is the
+// rule pkg/checkpoint applies to the UIDs it records.
+var uidPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+func validUID(s string) bool { return uidPattern.MatchString(s) }
+
 func (w *Writer) read(path string) (*cdispec.Spec, error) {
-	data, err := checkpoint.ReadCapped(path, maxSpecSize)
+	data, err := readCapped(path, maxSpecSize)
 	if err != nil {
 		return nil, err
 	}
@@ -283,13 +272,32 @@ func (w *Writer) read(path string) (*cdispec.Spec, error) {
 	return &spec, nil
 }
 
-// recordOf returns the spec's record when its checksum matches.
-func recordOf(spec *cdispec.Spec) (string, bool) {
-	rec, ok := spec.Annotations[ClaimAnnotation]
-	if !ok || rec == "" || spec.Annotations[ChecksumAnnotation] != checksum([]byte(rec)) {
-		return "", false
+// readCapped reads a regular file of at most limit bytes. Anything else (a
+// directory, a FIFO, a huge file) is an error, never read whole.
+func readCapped(path string, limit int64) ([]byte, error) {
+	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+	// writer, and start-up with it. Reads of regular files ignore it.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
 	}
-	return rec, true
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d a spec can be", path, st.Size(), limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s grew past %d bytes while read", path, limit)
+	}
+	return data, nil
 }
-
-func checksum(data []byte) string { return fmt.Sprintf("%08x", crc32.ChecksumIEEE(data)) }

@@ -83,9 +83,12 @@ func applied(t *testing.T, e Edits, devices ...Device) (*oci.Spec, *cdispec.Spec
 		t.Fatal(err)
 	}
 	uid := types.UID("6a1b0c8e-0000-4000-8000-000000000001")
-	ids, err := w.Write(uid, devices, nil)
-	if err != nil {
+	if err := w.Write(uid, devices, nil); err != nil {
 		t.Fatal(err)
+	}
+	ids := make([]string, 0, len(devices))
+	for _, d := range devices {
+		ids = append(ids, w.DeviceID(uid, d.Name))
 	}
 	data, err := os.ReadFile(w.SpecPath(uid))
 	if err != nil {

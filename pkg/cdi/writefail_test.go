@@ -8,6 +8,7 @@ package cdi
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -57,7 +58,7 @@ func TestFailedWriteLeavesNoTempFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	devices := []Device{{Name: "gpu-0", UUID: "GPU-00000000-0000-0000-0000-000000000000"}}
-	record := map[string]string{"claim": "full"}
+	annotations := map[string]string{"gpu.nvidia.com/prepared-claim": `{"claim":"full"}`}
 
 	// Without SIGXFSZ ignored, going over the limit kills the process
 	// instead of failing the write with EFBIG.
@@ -72,7 +73,7 @@ func TestFailedWriteLeavesNoTempFile(t *testing.T) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &small); err != nil {
 		t.Fatal(err)
 	}
-	_, writeErr := w.Write("u-full", devices, record)
+	writeErr := w.Write("u-full", devices, annotations)
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit); err != nil {
 		t.Fatal(err)
 	}
@@ -86,11 +87,11 @@ func TestFailedWriteLeavesNoTempFile(t *testing.T) {
 		t.Fatalf("another claim's write in flight was touched: %v", err)
 	}
 
-	if _, err := w.Write("u-full", devices, record); err != nil {
+	if err := w.Write("u-full", devices, annotations); err != nil {
 		t.Fatalf("Write once there is room again: %v", err)
 	}
-	if !w.Intact("u-full") {
-		t.Fatal("the spec written once there is room again is not intact")
+	if got, ok := w.Annotations("u-full"); !ok || !maps.Equal(got, annotations) {
+		t.Fatalf("the spec written once there is room again is not intact: %v, %v", got, ok)
 	}
 	if left := leftovers(t, w, inFlight, w.SpecPath("u-full")); len(left) > 0 {
 		t.Fatalf("the successful write left %q behind", left)

@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 )
 
 const fileSuffix = ".json"
@@ -83,15 +85,16 @@ type PreparedDevice struct {
 	Sharing *SharingRecord `json:"sharing,omitempty"`
 }
 
-// SharingRecord is what sharing prepare applied to a device.
+// SharingRecord is what sharing prepare applied to a device. Strategy and
+// Interval are the config API's types, stored as their strings.
 type SharingRecord struct {
-	Strategy string `json:"strategy"`
+	Strategy configapi.SharingStrategy `json:"strategy"`
 	// Target is the UUID the setting applies to: the GPU for time-slicing,
 	// the GPU or MIG device for MPS.
-	Target                 string `json:"target"`
-	Interval               string `json:"interval,omitempty"`
-	ActiveThreadPercentage int    `json:"activeThreadPercentage,omitempty"`
-	PinnedMemoryBytes      int64  `json:"pinnedMemoryBytes,omitempty"`
+	Target                 string                      `json:"target"`
+	Interval               configapi.TimeSliceInterval `json:"interval,omitempty"`
+	ActiveThreadPercentage int                         `json:"activeThreadPercentage,omitempty"`
+	PinnedMemoryBytes      int64                       `json:"pinnedMemoryBytes,omitempty"`
 }
 
 // MigRecord locates a MIG device on its parent GPU.
@@ -272,8 +275,8 @@ func readCapped(path string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// ReadCapped is readCapped for other packages that read the driver's own
-// files back (CDI specs).
+// ReadCapped is readCapped for other packages that read small files the
+// driver relies on (the node's boot ID).
 func ReadCapped(path string, limit int64) ([]byte, error) { return readCapped(path, limit) }
 
 // Get returns the record of a claim.

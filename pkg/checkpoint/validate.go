@@ -6,6 +6,8 @@ package checkpoint
 import (
 	"fmt"
 	"regexp"
+
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 )
 
 // MaxFileSize caps what Open reads of one record. A claim with 128 devices
@@ -79,7 +81,7 @@ func (d *PreparedDevice) validate(completed bool) error {
 		}
 	}
 	if sh := d.Sharing; sh != nil {
-		if sh.Strategy != "TimeSlicing" && sh.Strategy != "MPS" {
+		if sh.Strategy != configapi.TimeSlicingStrategy && sh.Strategy != configapi.MpsStrategy {
 			return fmt.Errorf("device %s: sharing strategy %q is unknown", d.Device, sh.Strategy)
 		}
 		if (sh.Target != "" || completed) && !ValidToken(sh.Target) {

@@ -30,8 +30,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
 )
 
 // Records tells whether a claim is still prepared; *checkpoint.Store is one.
@@ -65,8 +65,6 @@ type Writer struct {
 	// Done is closed when the workers have stopped (for tests).
 	Done chan struct{}
 }
-
-var _ prepare.StatusReporter = (*Writer)(nil)
 
 type update struct {
 	namespace, name string
@@ -207,7 +205,7 @@ func (w *Writer) stillPrepared(uid types.UID) bool {
 func (w *Writer) apply(ctx context.Context, u update) error {
 	status := resourceac.ResourceClaimStatus()
 	for _, d := range u.devices {
-		data, _ := json.Marshal(prepare.DeviceStatusData{UUID: d.UUID, ProductName: d.ProductName})
+		data, _ := json.Marshal(configapi.DeviceStatusData{UUID: d.UUID, ProductName: d.ProductName})
 		dev := resourceac.AllocatedDeviceStatus().
 			WithDriver(w.driverName).WithPool(d.Pool).WithDevice(d.Device).
 			WithData(runtime.RawExtension{Raw: data})

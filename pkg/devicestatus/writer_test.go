@@ -22,10 +22,14 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/testwait"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
 )
+
+// The plugin hands a Writer to prepare as its StatusReporter.
+var _ prepare.StatusReporter = (*Writer)(nil)
 
 // apiserver records the status writes a fake clientset receives; answer
 // decides each one (nil: success).
@@ -57,7 +61,7 @@ func newAPIServer(t *testing.T, answer func(write) error) (*fake.Clientset, *api
 		}
 		w := write{claim: p.GetName()}
 		for _, d := range claim.Status.Devices {
-			var data prepare.DeviceStatusData
+			var data configapi.DeviceStatusData
 			if err := json.Unmarshal(d.Data.Raw, &data); err != nil {
 				t.Errorf("device data: %v", err)
 			}

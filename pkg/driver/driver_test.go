@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 )
 
 // inject applies CDI devices to an empty OCI spec the way containerd does.
@@ -91,7 +91,7 @@ func TestPrepareExposesExactlyTheClaimedGPUs(t *testing.T) {
 		if err != nil || len(c.Status.Devices) != 2 {
 			return false
 		}
-		var data prepare.DeviceStatusData
+		var data configapi.DeviceStatusData
 		_ = json.Unmarshal(c.Status.Devices[0].Data.Raw, &data)
 		return data.UUID == gpus[3].UUID && data.ProductName == "NVIDIA H100 80GB HBM3"
 	})

@@ -116,8 +116,8 @@ func (m *deviceMetadata) attributes(rec checkpoint.PreparedDevice) map[string]re
 		attrs[MetaAttrMemory] = intAttr(mem.Value.Value())
 	}
 	if sh := rec.Sharing; sh != nil {
-		setString(attrs, MetaAttrSharingStrategy, sh.Strategy)
-		setString(attrs, MetaAttrTimeSlicingInterval, sh.Interval)
+		setString(attrs, MetaAttrSharingStrategy, string(sh.Strategy))
+		setString(attrs, MetaAttrTimeSlicingInterval, string(sh.Interval))
 		if sh.ActiveThreadPercentage > 0 {
 			attrs[MetaAttrMPSActiveThreadPercent] = intAttr(int64(sh.ActiveThreadPercentage))
 		}

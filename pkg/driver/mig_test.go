@@ -15,9 +15,9 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
 
@@ -72,7 +72,7 @@ func TestMigPrepareCreatesAndUnprepareDestroys(t *testing.T) {
 		if c == nil || len(c.Status.Devices) != 4 {
 			return false
 		}
-		var d prepare.DeviceStatusData
+		var d configapi.DeviceStatusData
 		_ = json.Unmarshal(c.Status.Devices[0].Data.Raw, &d)
 		return seen[d.UUID]
 	})

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 )
 
@@ -250,7 +251,10 @@ func TestTimeSliceConflictRefused(t *testing.T) {
 // claim that remains.
 func TestUnprepareRestoresRemainingInterval(t *testing.T) {
 	n := newNode(t, "h100x1", false)
-	for _, r := range []struct{ uid, iv string }{{"uid-long", "Long"}, {"uid-short", "Short"}} {
+	for _, r := range []struct {
+		uid string
+		iv  configapi.TimeSliceInterval
+	}{{"uid-long", "Long"}, {"uid-short", "Short"}} {
 		rec := checkpoint.PreparedClaim{UID: types.UID(r.uid), Namespace: "ns", Name: "claim-" + r.uid, State: checkpoint.PrepareCompleted,
 			Devices: []checkpoint.PreparedDevice{{Requests: []string{"gpu"}, Pool: testPool, Device: "gpu-0", Type: "gpu", UUID: n.uuid(0), Shared: true, AdminAccess: true,
 				Sharing: &checkpoint.SharingRecord{Strategy: "TimeSlicing", Target: n.uuid(0), Interval: r.iv}}}}

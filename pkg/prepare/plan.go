@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
@@ -122,4 +123,22 @@ func cdiDevices(records []checkpoint.PreparedDevice, planned []plannedDevice) []
 		out = append(out, d)
 	}
 	return out
+}
+
+// writeSpec writes the claim's CDI spec, carrying rec in its annotations so
+// that a lost checkpoint can be rebuilt from it (RecoverLocal). The spec's
+// device names match the CDI IDs rec records (cdi.Writer.DeviceID).
+func (s *State) writeSpec(rec checkpoint.PreparedClaim, planned []plannedDevice) error {
+	annotations, err := checkpoint.SpecAnnotations(rec)
+	if err != nil {
+		return err
+	}
+	return s.CDI.Write(rec.UID, cdiDevices(rec.Devices, planned), annotations)
+}
+
+// specIntact reports whether a claim's CDI spec is usable as it is: on
+// disk, this driver's, with devices, and carrying an undamaged record.
+func (s *State) specIntact(uid types.UID) bool {
+	annotations, ok := s.CDI.Annotations(uid)
+	return ok && checkpoint.SpecCarriesRecord(annotations)
 }

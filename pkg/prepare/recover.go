@@ -79,7 +79,7 @@ func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 		if _, ok := s.Store.Get(spec.UID); ok {
 			continue
 		}
-		rec, usable := spec.Claim()
+		rec, usable := checkpoint.FromSpecAnnotations(spec.UID, spec.Annotations)
 		if !usable || rec.State != checkpoint.PrepareCompleted {
 			logger.Info("Removing CDI spec without a usable record", "claimUID", spec.UID)
 			if err := s.CDI.Remove(spec.UID); err != nil {
@@ -274,7 +274,7 @@ func (s *State) stopUnownedMPS(logger klog.Logger, report *RecoveryReport) int {
 	owned := map[string]bool{}
 	for _, rec := range s.Store.List() {
 		for _, d := range rec.Devices {
-			if d.Sharing != nil && configapi.SharingStrategy(d.Sharing.Strategy) == configapi.MpsStrategy {
+			if d.Sharing != nil && d.Sharing.Strategy == configapi.MpsStrategy {
 				owned[d.Sharing.Target] = true
 			}
 		}

@@ -70,7 +70,7 @@ func TestRecoverSortsRecords(t *testing.T) {
 		if rec, ok := n.store.Get(uid); !ok || rec.State != checkpoint.PrepareCompleted {
 			t.Errorf("kept claim %s: record %+v, %v", uid, rec, ok)
 		}
-		if !n.cdi.Intact(uid) {
+		if !n.state.specIntact(uid) {
 			t.Errorf("kept claim %s lost its CDI spec", uid)
 		}
 	}
@@ -114,7 +114,7 @@ func TestRecoverRebuildsAndCleansUp(t *testing.T) {
 	if err := os.Remove(n.cdi.SpecPath("uid-lost-spec")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.cdi.Write("uid-orphan", []cdiDevice{{Name: "gpu-1", UUID: n.uuid(1)}}, nil); err != nil {
+	if err := n.cdi.Write("uid-orphan", []cdiDevice{{Name: "gpu-1", UUID: n.uuid(1)}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := createMig(n, n.mig(0, "1g.10gb", 6)); err != nil {
@@ -132,7 +132,7 @@ func TestRecoverRebuildsAndCleansUp(t *testing.T) {
 	if rec, ok := n.store.Get("uid-lost-record"); !ok || rec.Devices[0].Mig.GIID < 0 {
 		t.Fatalf("rebuilt record %+v, %v", rec, ok)
 	}
-	if !n.cdi.Intact("uid-lost-spec") {
+	if !n.state.specIntact("uid-lost-spec") {
 		t.Fatal("kept claim's deleted CDI spec was not rewritten")
 	}
 	n.assertGone("uid-orphan")

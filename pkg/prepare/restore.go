@@ -168,12 +168,12 @@ func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reco
 		}
 		planned = append(planned, plannedDevice{device: dev, extra: extra})
 	}
-	if reconfigure || !s.CDI.Intact(rec.UID) {
+	if reconfigure || !s.specIntact(rec.UID) {
 		logger.Info("Writing CDI spec from the checkpoint", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
 		if reconfigure {
 			rec.BootID, rec.State = s.BootID, checkpoint.PrepareCompleted
 		}
-		if _, err := s.CDI.Write(rec.UID, cdiDevices(rec.Devices, planned), rec); err != nil {
+		if err := s.writeSpec(rec, planned); err != nil {
 			return s.failRestore(rec, fmt.Errorf("write CDI spec: %w", err))
 		}
 	}
@@ -258,7 +258,7 @@ func (s *State) sharingEdits(rec *checkpoint.SharingRecord) (extraEdits, error) 
 	if rec == nil || s.Sharing == nil {
 		return extraEdits{}, nil
 	}
-	if configapi.SharingStrategy(rec.Strategy) == configapi.MpsStrategy {
+	if rec.Strategy == configapi.MpsStrategy {
 		if s.Sharing.MPS == nil {
 			return extraEdits{}, fmt.Errorf("the record uses MPS, which this node does not run")
 		}

@@ -90,9 +90,9 @@ func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r r
 			}
 			return nil, nil
 		}
-		return &checkpoint.SharingRecord{Strategy: string(sh.Strategy), Target: dev.GPU.UUID, Interval: string(sh.TimeSlicingConfig.Interval)}, nil
+		return &checkpoint.SharingRecord{Strategy: sh.Strategy, Target: dev.GPU.UUID, Interval: sh.TimeSlicingConfig.Interval}, nil
 	case configapi.MpsStrategy:
-		rec := &checkpoint.SharingRecord{Strategy: string(sh.Strategy), Target: target}
+		rec := &checkpoint.SharingRecord{Strategy: sh.Strategy, Target: target}
 		m := sh.MpsConfig
 		if m.DefaultActiveThreadPercentage != nil {
 			rec.ActiveThreadPercentage = *m.DefaultActiveThreadPercentage
@@ -156,7 +156,7 @@ func shareLimits(r resourceapi.DeviceRequestAllocationResult, dev *AllocatableDe
 	if mem.Value() > deviceMemory(dev) {
 		return nil, fmt.Errorf("%s: %s exceeds the %s of device %s", field, mem.String(), formatBytes(deviceMemory(dev)), dev.Name)
 	}
-	rec := &checkpoint.SharingRecord{Strategy: string(configapi.MpsStrategy), Target: target, PinnedMemoryBytes: mem.Value()}
+	rec := &checkpoint.SharingRecord{Strategy: configapi.MpsStrategy, Target: target, PinnedMemoryBytes: mem.Value()}
 	if q, ok := r.ConsumedCapacity[capCompute]; ok {
 		if q.Sign() < 0 || q.Cmp(hundred) > 0 {
 			return nil, fmt.Errorf("consumedCapacity[%q]: %s is outside 0-100; request computePercentage as a percentage of the GPU, e.g. 40", capCompute, q.String())
@@ -189,9 +189,9 @@ func (s *State) applySharing(rec *checkpoint.SharingRecord) (extraEdits, error) 
 	if rec == nil {
 		return extraEdits{}, nil
 	}
-	switch configapi.SharingStrategy(rec.Strategy) {
+	switch rec.Strategy {
 	case configapi.TimeSlicingStrategy:
-		return extraEdits{}, s.Sharing.TimeSlicer.SetTimeSlice(rec.Target, configapi.TimeSliceInterval(rec.Interval))
+		return extraEdits{}, s.Sharing.TimeSlicer.SetTimeSlice(rec.Target, rec.Interval)
 	case configapi.MpsStrategy:
 		if err := s.Sharing.MPS.Ensure(s.Sharing.MPS.Daemon(rec.Target)); err != nil {
 			return extraEdits{}, err
@@ -215,7 +215,7 @@ func mpsEdits(m *sharing.MPS, rec *checkpoint.SharingRecord) (extraEdits, error)
 // so the last claim to prepare would silently change it for the others.
 // The caller holds the GPU's lock, so the records it reads are settled.
 func (s *State) timeSliceConflict(claim types.UID, rec *checkpoint.SharingRecord) error {
-	if rec == nil || configapi.SharingStrategy(rec.Strategy) != configapi.TimeSlicingStrategy {
+	if rec == nil || rec.Strategy != configapi.TimeSlicingStrategy {
 		return nil
 	}
 	other, holder := s.sharedWith(claim, rec)
@@ -227,7 +227,7 @@ func (s *State) timeSliceConflict(claim types.UID, rec *checkpoint.SharingRecord
 }
 
 func settingsOf(rec *checkpoint.SharingRecord) sharing.Settings {
-	return sharing.Settings{Strategy: configapi.SharingStrategy(rec.Strategy), Interval: configapi.TimeSliceInterval(rec.Interval), ActiveThreadPercentage: rec.ActiveThreadPercentage, PinnedMemoryBytes: rec.PinnedMemoryBytes}
+	return sharing.Settings{Strategy: rec.Strategy, Interval: rec.Interval, ActiveThreadPercentage: rec.ActiveThreadPercentage, PinnedMemoryBytes: rec.PinnedMemoryBytes}
 }
 
 // releaseSharing undoes a setting when no other prepared claim relies on it:
@@ -242,12 +242,12 @@ func (s *State) releaseSharing(claim types.UID, rec *checkpoint.SharingRecord) e
 		// Claims that remain keep theirs: an interval set by this claim
 		// alone (records from before conflicts were refused) goes back
 		// to what the remaining claims asked for.
-		if configapi.SharingStrategy(rec.Strategy) == configapi.TimeSlicingStrategy && other.Interval != rec.Interval {
-			return s.Sharing.TimeSlicer.SetTimeSlice(rec.Target, configapi.TimeSliceInterval(other.Interval))
+		if rec.Strategy == configapi.TimeSlicingStrategy && other.Interval != rec.Interval {
+			return s.Sharing.TimeSlicer.SetTimeSlice(rec.Target, other.Interval)
 		}
 		return nil
 	}
-	switch configapi.SharingStrategy(rec.Strategy) {
+	switch rec.Strategy {
 	case configapi.TimeSlicingStrategy:
 		return s.Sharing.TimeSlicer.SetTimeSlice(rec.Target, configapi.DefaultTimeSlice)
 	case configapi.MpsStrategy:
@@ -326,7 +326,7 @@ func (s *State) superviseOnce(ctx context.Context) {
 			continue
 		}
 		for _, d := range rec.Devices {
-			if d.Sharing == nil || configapi.SharingStrategy(d.Sharing.Strategy) != configapi.MpsStrategy || seen[d.Sharing.Target] {
+			if d.Sharing == nil || d.Sharing.Strategy != configapi.MpsStrategy || seen[d.Sharing.Target] {
 				continue
 			}
 			dev, ok := s.Devices[d.Device]

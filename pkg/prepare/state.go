@@ -201,13 +201,14 @@ func (s *State) prepareDevices(_ context.Context, rec *checkpoint.PreparedClaim,
 		}
 		p.extra = extra
 	}
-	// IDs are derived from the claim UID, so the record stored in the spec's
-	// annotation can carry them before the spec is written.
+	// IDs are derived from the claim UID and device name, so the record
+	// stored in the spec's annotations carries them before the spec is
+	// written, and the spec names its devices to match.
 	rec.State = checkpoint.PrepareCompleted
 	for i := range rec.Devices {
 		rec.Devices[i].CDIDeviceIDs = []string{s.CDI.DeviceID(rec.UID, rec.Devices[i].Device)}
 	}
-	if _, err := s.CDI.Write(rec.UID, cdiDevices(rec.Devices, planned), *rec); err != nil {
+	if err := s.writeSpec(*rec, planned); err != nil {
 		return nil, err
 	}
 	if err := s.Store.Put(*rec); err != nil {

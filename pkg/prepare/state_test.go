@@ -68,7 +68,7 @@ func TestUnprepareIsIdempotent(t *testing.T) {
 	}
 	// A spec without a record (a crash between the two) is removed too.
 	stray := claim("uid-2", dev("gpu-0"))
-	if _, err := n.cdi.Write("uid-2", []cdiDevice{{Name: "gpu-0", UUID: n.uuid(0)}}, nil); err != nil {
+	if err := n.cdi.Write("uid-2", []cdiDevice{{Name: "gpu-0", UUID: n.uuid(0)}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	n.unprepare(stray)

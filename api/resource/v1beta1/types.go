@@ -5,6 +5,8 @@
 // DeviceClasses pass to this driver (apiVersion resource.nvidia.com/v1beta1).
 // The kinds and field names match NVIDIA's reference driver so that existing
 // manifests keep working; unknown fields are rejected rather than ignored.
+// It also holds the data the driver writes into a claim's device status
+// (status.go).
 package v1beta1
 
 import (
