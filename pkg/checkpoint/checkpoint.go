@@ -64,13 +64,15 @@ func (c PreparedClaim) Prepared() bool {
 
 // PreparedDevice is one allocated device of a prepared claim.
 type PreparedDevice struct {
-	Requests     []string `json:"requests,omitempty"`
-	Pool         string   `json:"pool"`
-	Device       string   `json:"device"`
-	Type         string   `json:"type"`
-	UUID         string   `json:"uuid,omitempty"`
-	ProductName  string   `json:"productName,omitempty"`
-	CDIDeviceIDs []string `json:"cdiDeviceIDs,omitempty"`
+	Requests []string `json:"requests,omitempty"`
+	Pool     string   `json:"pool"`
+	Device   string   `json:"device"`
+	// Type is the device kind's ConfigType: "gpu" (whole GPUs and monitor
+	// devices) or "mig" (every MIG device).
+	Type         configapi.DeviceKind `json:"type"`
+	UUID         string               `json:"uuid,omitempty"`
+	ProductName  string               `json:"productName,omitempty"`
+	CDIDeviceIDs []string             `json:"cdiDeviceIDs,omitempty"`
 	// Shared marks devices that other claims may use at the same time
 	// (admin access), so they are not counted as exclusively held.
 	Shared bool `json:"shared,omitempty"`

@@ -18,6 +18,10 @@ import (
 )
 
 // schedulerFeatures are the DRA features on by default in Kubernetes 1.37.
+// They are internal/schedtest.Features, which this package cannot import:
+// schedtest links NVML (through pkg/resourceslices and pkg/nvdev), and the
+// admission webhook links this package. TestSchedulerFeatures keeps the
+// two equal.
 var schedulerFeatures = structured.Features{
 	AdminAccess:            true,
 	ConsumableCapacity:     true,

@@ -6,6 +6,7 @@ package diagnose
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -108,7 +109,9 @@ func diagnoseTarget(s *Snapshot, t Target) *Report {
 }
 
 // TestFixtures runs every recorded state in testdata and checks its
-// verdict, exit code and the evidence both output formats render.
+// verdict, exit code and the evidence both output formats render; the
+// whole JSON report must equal testdata/<fixture>.json (-update rewrites
+// those).
 func TestFixtures(t *testing.T) {
 	paths, _ := filepath.Glob(filepath.Join("testdata", "*.yaml"))
 	if len(paths) == 0 {
@@ -149,6 +152,41 @@ func TestFixtures(t *testing.T) {
 			if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Verdict != r.Verdict || back.Status != r.Status {
 				t.Errorf("JSON output does not round-trip: %v", err)
 			}
+			checkGolden(t, strings.TrimSuffix(path, ".yaml")+".json", js.Bytes())
 		})
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden JSON reports in testdata (go test ./pkg/diagnose -run TestFixtures -update)")
+
+// checkGolden compares a fixture's whole report, the evidence as well as
+// the verdict, with the JSON output recorded next to it.
+func checkGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to record it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+		for i := range max(len(gl), len(wl)) {
+			g, w := "", ""
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Errorf("report differs from %s at line %d (run with -update after checking the change):\n got: %s\nwant: %s", path, i+1, g, w)
+				return
+			}
+		}
 	}
 }

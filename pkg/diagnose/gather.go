@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics/metricname"
 )
 
 // PluginSelector selects the chart's kubelet-plugin pods and DaemonSets
@@ -122,13 +124,13 @@ func (s *Snapshot) metrics(ctx context.Context, cs kubernetes.Interface, node st
 			s.Unreadable = append(s.Unreadable, fmt.Sprintf("metrics of plugin pod %s/%s: %v", p.Namespace, p.Name, err))
 			continue
 		}
-		s.PluginMetrics[node] = FilterMetrics(string(raw), "gpu_dra_")
+		s.PluginMetrics[node] = FilterMetrics(string(raw), metricname.Prefix)
 		break
 	}
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "metrics").DoRaw(ctx)
 	if err != nil {
 		// Only worth saying when the plugin could not tell either.
-		if !strings.Contains(s.PluginMetrics[node], metricRegistered) {
+		if !strings.Contains(s.PluginMetrics[node], metricname.KubeletRegistered) {
 			s.Unreadable = append(s.Unreadable, fmt.Sprintf("kubelet metrics of node %s (plugin registration): %v", node, err))
 		}
 		return

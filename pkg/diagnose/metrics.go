@@ -14,17 +14,14 @@ import (
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics/metricname"
 )
 
-// Metric names the plugin exports (pkg/metrics) and the kubelet's count
-// of registered plugin sockets (pkg/kubelet/pluginmanager/metrics).
-const (
-	metricErrors          = "gpu_dra_errors_total"
-	metricPreparedDevices = "gpu_dra_prepared_devices"
-	metricPrepareDuration = "gpu_dra_prepare_duration_seconds"
-	metricRegistered      = "gpu_dra_kubelet_registered"
-	metricKubeletPlugins  = "plugin_manager_total_plugins"
-)
+// The plugin's metrics are named in pkg/metrics/metricname; this is the
+// kubelet's count of registered plugin sockets
+// (pkg/kubelet/pluginmanager/metrics).
+const metricKubeletPlugins = "plugin_manager_total_plugins"
 
 func parseMetrics(text string) map[string]*dto.MetricFamily {
 	if text == "" {
@@ -42,25 +39,25 @@ func parseMetrics(text string) map[string]*dto.MetricFamily {
 func pluginMetrics(text string) []string {
 	fams := parseMetrics(text)
 	var out []string
-	if f := fams[metricPreparedDevices]; f != nil && len(f.Metric) > 0 {
-		out = append(out, fmt.Sprintf("%s %g", metricPreparedDevices, sampleValue(f.Metric[0])))
+	if f := fams[metricname.PreparedDevices]; f != nil && len(f.Metric) > 0 {
+		out = append(out, fmt.Sprintf("%s %g", metricname.PreparedDevices, sampleValue(f.Metric[0])))
 	}
-	if f := fams[metricRegistered]; f != nil && len(f.Metric) > 0 {
-		out = append(out, fmt.Sprintf("%s %g", metricRegistered, sampleValue(f.Metric[0])))
+	if f := fams[metricname.KubeletRegistered]; f != nil && len(f.Metric) > 0 {
+		out = append(out, fmt.Sprintf("%s %g", metricname.KubeletRegistered, sampleValue(f.Metric[0])))
 	}
-	if f := fams[metricPrepareDuration]; f != nil && len(f.Metric) > 0 {
-		out = append(out, fmt.Sprintf("%s_count %d", metricPrepareDuration, f.Metric[0].GetHistogram().GetSampleCount()))
+	if f := fams[metricname.PrepareDuration]; f != nil && len(f.Metric) > 0 {
+		out = append(out, fmt.Sprintf("%s_count %d", metricname.PrepareDuration, f.Metric[0].GetHistogram().GetSampleCount()))
 	}
-	if f := fams[metricErrors]; f != nil {
+	if f := fams[metricname.Errors]; f != nil {
 		var lines []string
 		for _, m := range f.Metric {
 			op := ""
 			for _, l := range m.Label {
-				if l.GetName() == "operation" {
+				if l.GetName() == metricname.LabelOperation {
 					op = l.GetValue()
 				}
 			}
-			lines = append(lines, fmt.Sprintf("%s{operation=%q} %g", metricErrors, op, sampleValue(m)))
+			lines = append(lines, fmt.Sprintf("%s{%s=%q} %g", metricname.Errors, metricname.LabelOperation, op, sampleValue(m)))
 		}
 		sort.Strings(lines)
 		out = append(out, lines...)
@@ -71,13 +68,13 @@ func pluginMetrics(text string) []string {
 // prepareErrors is the plugin's count of failed prepares on a node (-1
 // when unknown).
 func prepareErrors(text string) float64 {
-	f := parseMetrics(text)[metricErrors]
+	f := parseMetrics(text)[metricname.Errors]
 	if f == nil {
 		return -1
 	}
 	for _, m := range f.Metric {
 		for _, l := range m.Label {
-			if l.GetName() == "operation" && l.GetValue() == "prepare" {
+			if l.GetName() == metricname.LabelOperation && l.GetValue() == metricname.OperationPrepare {
 				return sampleValue(m)
 			}
 		}

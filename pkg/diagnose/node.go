@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics/metricname"
 )
 
 // pluginEventSource is the component the plugin reports Node events as
@@ -78,7 +80,7 @@ func DiagnoseNode(s *Snapshot, name string) *Report {
 	case incomplete:
 		r.Verdict = fmt.Sprintf("the pool of node %s is incomplete (%s), so the scheduler allocates none of its devices; it completes when the plugin has written all slices (see its logs)", name, strings.Join(nr.Pools, "; "))
 	case nr.Devices.Total == 0:
-		r.Verdict = fmt.Sprintf("node %s publishes a pool without devices: the plugin found no usable GPU (see kubectl logs -n %s %s and gpu_dra_discovery_failed_gpus_total)", name, plugin.Namespace, plugin.Name)
+		r.Verdict = fmt.Sprintf("node %s publishes a pool without devices: the plugin found no usable GPU (see kubectl logs -n %s %s and %s)", name, plugin.Namespace, plugin.Name, metricname.DiscoveryFailedGPUs)
 	default:
 		r.Status = OK
 		gpus := 0

@@ -10,6 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics/metricname"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare/step"
 )
 
 // prepareVerdict explains a pod that is bound to a node but not running:
@@ -39,20 +42,20 @@ func (c *cluster) prepareVerdict(r *Report, pod *corev1.Pod) {
 			lastCDI = e.Message
 		}
 	}
-	fail := func(step, verdict string) {
-		p.Step = step
+	fail := func(failed, verdict string) {
+		p.Step = failed
 		r.Status, r.Verdict = Blocked, fmt.Sprintf("pod %s is scheduled to node %s but cannot start: %s", pod.Name, node, verdict)
 	}
+	_, _, fromPlugin := step.Parse(lastPrepare) // the plugin's own error, with its step
 	switch {
 	case plugin == nil:
 		fail("plugin", c.noPluginReason(node))
 	case !strings.HasPrefix(state, "Running, ready"):
 		fail("plugin", fmt.Sprintf("the driver's plugin pod %s is %s, so nothing prepares the claims; see kubectl logs -n %s %s", p.PluginPod, state, plugin.Namespace, plugin.Name))
-	case strings.Contains(lastPrepare, "is not registered"):
+	case !fromPlugin && strings.Contains(lastPrepare, "is not registered"): // the kubelet's words
 		fail("registration", fmt.Sprintf("the kubelet reports the DRA driver %s as not registered (plugin pod %s is %s); the plugin registers through %s/plugins_registry: check the chart's kubeletDir and the plugin's logs", c.snap.DriverName, p.PluginPod, state, "<kubeletDir>"))
 	case lastPrepare != "":
-		step, detail := classifyPrepareError(lastPrepare)
-		fail(step, detail)
+		fail(classifyPrepareError(lastPrepare))
 	case lastCDI != "":
 		fail("cdi", "containerd cannot find the CDI devices the plugin returned ("+lastCDI+"); the CDI spec is missing under the chart's cdiRoot (/var/run/cdi) or containerd's enable_cdi is off")
 	case p.Registered == "no":
@@ -64,22 +67,42 @@ func (c *cluster) prepareVerdict(r *Report, pod *corev1.Pod) {
 }
 
 // classifyPrepareError names the prepare step a FailedPrepareDynamicResources
-// message comes from and says what to do.
-func classifyPrepareError(msg string) (step, verdict string) {
-	switch {
-	case strings.Contains(msg, "devices.config["):
-		field := msg[strings.Index(msg, "devices.config["):]
-		return "config", "the claim's opaque config is invalid: " + field + ". Fix that field in the ResourceClaim (or its template) and recreate the pod"
-	case strings.Contains(msg, "sharing.strategy") || strings.Contains(msg, "--sharing-strategies"):
-		return "config", "the claim asks for sharing this node does not offer: " + lastPart(msg)
-	case strings.Contains(msg, "GPU instance") || strings.Contains(msg, "compute instance") || strings.Contains(msg, "MIG mode"):
-		return "mig", "creating the MIG device failed: " + lastPart(msg) + ". Run `gpudra diagnose node` and check the GPU's MIG state (nvidia-smi mig -lgi)"
-	case strings.Contains(msg, "CDI"):
-		return "cdi", "writing the CDI spec failed: " + lastPart(msg)
-	case strings.Contains(msg, "is not published by this node") || strings.Contains(msg, "no longer"):
-		return "device", "the allocated device is gone from the node: " + lastPart(msg) + ". Delete the pod so that its claim is allocated again"
+// message comes from, by the step marker the plugin puts in its errors
+// (pkg/prepare/step), and says what to do. A message without a marker (a
+// plugin older than the marker) gets the generic step "prepare".
+func classifyPrepareError(msg string) (failed, verdict string) {
+	s, detail, ok := step.Parse(msg)
+	if !ok {
+		return "prepare", "the plugin failed to prepare its claims: " + lastPart(msg)
 	}
-	return "prepare", "the plugin failed to prepare its claims: " + lastPart(msg)
+	var why string
+	switch s {
+	case step.Claim:
+		why = "the claim cannot be prepared as allocated: " + detail + ". Fix the claim's requests (or its template) and recreate the pod"
+	case step.Fence:
+		why = "the plugin pod that answered is being replaced by a newer one: " + detail + ". The kubelet retries with the new plugin pod; wait for the rolling update to finish"
+	case step.Checkpoint:
+		why = "the plugin's checkpoint could not record the claim: " + detail + ". See the plugin's logs"
+	case step.Restore:
+		why = "restoring the claim's devices after a node reboot or GPU reset failed: " + detail + ". Delete the pod so that its claim is allocated again"
+	case step.Rollback:
+		why = "undoing an earlier, unfinished prepare of the claim failed: " + detail + ". The kubelet retries; see the plugin's logs"
+	case step.Config:
+		why = "the claim's opaque config is invalid: " + detail + ". Fix that field in the ResourceClaim (or its template) and recreate the pod"
+	case step.Device:
+		why = "the allocated device is gone from the node: " + detail + ". Delete the pod so that its claim is allocated again"
+	case step.Reserve:
+		why = "the allocated device is in use by another claim prepared on the node: " + detail + ". Run `gpudra diagnose node` to see which claims hold the node's devices"
+	case step.MIG:
+		why = "configuring MIG failed: " + detail + ". Run `gpudra diagnose node` and check the GPU's MIG state (nvidia-smi mig -lgi)"
+	case step.Sharing:
+		why = "setting up GPU sharing (time slice or MPS) failed: " + detail
+	case step.CDI:
+		why = "writing the CDI spec failed: " + detail + ". Check the plugin's CDI directory (chart value cdiRoot) and its logs"
+	default: // a step of a newer plugin
+		why = fmt.Sprintf("the plugin failed to prepare its claims in step %s: %s", s, detail)
+	}
+	return string(s), why
 }
 
 // lastPart drops the kubelet's wrapping ("Failed to prepare dynamic
@@ -159,7 +182,7 @@ func (c *cluster) registeredOn(node string) string {
 		}
 	}
 	// The plugin's own view: the kubelet's last registration status.
-	if f := parseMetrics(c.snap.PluginMetrics[node])[metricRegistered]; f != nil && len(f.Metric) > 0 {
+	if f := parseMetrics(c.snap.PluginMetrics[node])[metricname.KubeletRegistered]; f != nil && len(f.Metric) > 0 {
 		if sampleValue(f.Metric[0]) > 0 {
 			return "yes"
 		}

@@ -157,7 +157,10 @@ type PrepareReport struct {
 	Registered  string   `json:"registered"` // yes, no or unknown
 	Events      []string `json:"events,omitempty"`
 	Metrics     []string `json:"metrics,omitempty"`
-	Step        string   `json:"failedStep,omitempty"`
+	// Step is the step that failed: "plugin", "registration", one of
+	// pkg/prepare/step's (from the marker in the plugin's error), or
+	// "prepare" for a plugin error without a marker.
+	Step string `json:"failedStep,omitempty"`
 }
 
 // NodeReport is the driver's state on one node.

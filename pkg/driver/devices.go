@@ -6,6 +6,7 @@ package driver
 import (
 	"fmt"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
@@ -48,27 +49,19 @@ func allocatable(pool string, table resourceslices.Table) (map[string]*prepare.A
 	watched := make([]health.Device, 0, len(table.Entries))
 	for _, e := range table.Entries {
 		d := &prepare.AllocatableDevice{
-			Name: e.Device.Name, Kind: kinds[e.Kind], GPU: e.GPU, Partitionable: e.Partitionable,
+			Name: e.Device.Name, Kind: e.Kind, GPU: e.GPU, Partitionable: e.Partitionable,
 			StaticUUID: e.StaticUUID, GIID: e.GIID, CIID: e.CIID,
 		}
-		if e.Kind != resourceslices.KindGPU && e.Kind != resourceslices.KindMonitor {
+		if e.Kind.IsMIG() {
 			d.Placement = mig.Placement{Profile: e.Profile, Start: e.Start, Size: e.Size}
 		}
 		devices[d.Name] = d
 		// A monitor device is its GPU seen again: it has the GPU's faults.
-		gpuLike := d.Kind == prepare.WholeGPU || d.Kind == prepare.Monitor
-		w := health.Device{PoolName: pool, DeviceName: d.Name, UUID: d.GPU.UUID, NVML: d.GPU.Device, MIG: !gpuLike}
-		if d.Kind == prepare.StaticMig {
+		w := health.Device{PoolName: pool, DeviceName: d.Name, UUID: d.GPU.UUID, NVML: d.GPU.Device, MIG: d.Kind.IsMIG()}
+		if d.Kind == configapi.MIG {
 			w.Instance = &[2]uint32{uint32(d.GIID), uint32(d.CIID)}
 		}
 		watched = append(watched, w)
 	}
 	return devices, watched
-}
-
-var kinds = map[resourceslices.Kind]prepare.DeviceKind{
-	resourceslices.KindGPU:        prepare.WholeGPU,
-	resourceslices.KindStaticMIG:  prepare.StaticMig,
-	resourceslices.KindDynamicMIG: prepare.DynamicMig,
-	resourceslices.KindMonitor:    prepare.Monitor,
 }

@@ -106,7 +106,7 @@ func (m *deviceMetadata) attributes(rec checkpoint.PreparedDevice) map[string]re
 	setString(attrs, resourceslices.AttrUUID, rec.UUID) // a dynamic MIG device has one only now
 	setString(attrs, resourceslices.AttrProductName, rec.ProductName)
 	if rec.Type != "" {
-		setString(attrs, resourceslices.AttrType, rec.Type)
+		setString(attrs, resourceslices.AttrType, string(rec.Type))
 	}
 	if rec.Mig != nil {
 		setString(attrs, resourceslices.AttrParentUUID, rec.Mig.ParentUUID)

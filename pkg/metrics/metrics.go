@@ -17,10 +17,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics/metricname"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
-// Metrics holds the driver's collectors in their own registry.
+// Metrics holds the driver's collectors in their own registry. Their names
+// are constants in pkg/metrics/metricname.
 type Metrics struct {
 	Registry          *prometheus.Registry
 	PrepareDuration   prometheus.Histogram
@@ -39,25 +41,25 @@ func New() *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		PrepareDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "gpu_dra_prepare_duration_seconds", Help: "Time to prepare one ResourceClaim.", Buckets: buckets,
+			Name: metricname.PrepareDuration, Help: "Time to prepare one ResourceClaim.", Buckets: buckets,
 		}),
 		UnprepareDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "gpu_dra_unprepare_duration_seconds", Help: "Time to unprepare one ResourceClaim.", Buckets: buckets,
+			Name: metricname.UnprepareDuration, Help: "Time to unprepare one ResourceClaim.", Buckets: buckets,
 		}),
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gpu_dra_errors_total", Help: "Failed operations by operation (prepare, unprepare, background).",
-		}, []string{"operation"}),
+			Name: metricname.Errors, Help: "Failed operations by operation (prepare, unprepare, background).",
+		}, []string{metricname.LabelOperation}),
 		DeviceHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "gpu_dra_device_healthy", Help: "1 if the published device is healthy, 0 if it is unhealthy (and tainted in its ResourceSlice).",
-		}, []string{"device", "uuid"}),
+			Name: metricname.DeviceHealthy, Help: "1 if the published device is healthy, 0 if it is unhealthy (and tainted in its ResourceSlice).",
+		}, []string{metricname.LabelDevice, metricname.LabelUUID}),
 		XIDEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gpu_dra_xid_events_total", Help: "NVML XID critical-error events received, by XID (application XIDs that are ignored included).",
-		}, []string{"xid"}),
+			Name: metricname.XIDEvents, Help: "NVML XID critical-error events received, by XID (application XIDs that are ignored included).",
+		}, []string{metricname.LabelXID}),
 	}
 	// GPUs that discovery left out because NVML could not describe them
 	// (the plugin keeps serving the others); counted by pkg/nvdev.
 	discoveryFailures := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "gpu_dra_discovery_failed_gpus_total", Help: "GPUs left out at discovery because NVML could not describe them.",
+		Name: metricname.DiscoveryFailedGPUs, Help: "GPUs left out at discovery because NVML could not describe them.",
 	}, func() float64 { return float64(nvdev.FailedGPUsTotal()) })
 	m.Registry.MustRegister(m.PrepareDuration, m.UnprepareDuration, m.Errors, m.DeviceHealthy, m.XIDEvents, discoveryFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -68,7 +70,7 @@ func New() *Metrics {
 // claims, computed when Prometheus scrapes rather than on every prepare.
 func (m *Metrics) ObservePreparedDevices(count func() int) {
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "gpu_dra_prepared_devices", Help: "Devices currently held by prepared claims on this node.",
+		Name: metricname.PreparedDevices, Help: "Devices currently held by prepared claims on this node.",
 	}, func() float64 { return float64(count()) }))
 }
 
@@ -77,7 +79,7 @@ func (m *Metrics) ObservePreparedDevices(count func() int) {
 // event saying why).
 func (m *Metrics) ObserveUnrestoredClaims(count func() int) {
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "gpu_dra_unrestored_claims", Help: "Prepared claims whose devices could not be restored after a node reboot.",
+		Name: metricname.UnrestoredClaims, Help: "Prepared claims whose devices could not be restored after a node reboot.",
 	}, func() float64 { return float64(count()) }))
 }
 
@@ -87,7 +89,7 @@ func (m *Metrics) ObserveUnrestoredClaims(count func() int) {
 // plugin_manager_total_plugins cannot be reached.
 func (m *Metrics) ObserveRegistration(registered func() bool) {
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "gpu_dra_kubelet_registered", Help: "1 when the kubelet has confirmed the plugin's registration, else 0.",
+		Name: metricname.KubeletRegistered, Help: "1 when the kubelet has confirmed the plugin's registration, else 0.",
 	}, func() float64 {
 		if registered() {
 			return 1

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -15,79 +14,44 @@ import (
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 )
 
-// opaqueConfig is one decoded config entry of an allocation.
-type opaqueConfig struct {
-	index    int
-	source   resourceapi.AllocationConfigSource
-	requests []string
-	config   configapi.Config
-}
-
-// decodeConfigs returns this driver's configs in precedence order:
-// DeviceClass configs before claim configs, and within each the order of
-// the claim, so that a later entry overrides an earlier one. Configs for
-// other drivers are ignored.
-func decodeConfigs(driverName string, configs []resourceapi.DeviceAllocationConfiguration) ([]opaqueConfig, error) {
-	var out []opaqueConfig
+// decodeConfigs returns this driver's configs in precedence order
+// (configapi.InPrecedenceOrder). Configs for other drivers are ignored.
+func decodeConfigs(driverName string, configs []resourceapi.DeviceAllocationConfiguration) (configapi.Configs, error) {
+	var out []configapi.OpaqueConfig
 	for i, c := range configs {
 		if c.Opaque == nil || c.Opaque.Driver != driverName {
 			continue
 		}
+		entry := configapi.OpaqueConfig{Index: i, FromClass: c.Source == resourceapi.AllocationConfigSourceClass, Requests: c.Requests}
 		cfg, err := configapi.Decode(c.Opaque.Parameters.Raw)
 		if err != nil {
-			return nil, fmt.Errorf("devices.config[%d] (from %s): %w", i, describeSource(c.Source), err)
+			return nil, fmt.Errorf("devices.config[%d] (from %s): %w", i, entry.From(), err)
 		}
-		out = append(out, opaqueConfig{index: i, source: c.Source, requests: c.Requests, config: cfg})
+		entry.Config = cfg
+		out = append(out, entry)
 	}
-	sort.SliceStable(out, func(a, b int) bool {
-		return out[a].source == resourceapi.AllocationConfigSourceClass && out[b].source != resourceapi.AllocationConfigSourceClass
-	})
-	return out, nil
+	return configapi.InPrecedenceOrder(out), nil
 }
 
-func describeSource(s resourceapi.AllocationConfigSource) string {
-	if s == resourceapi.AllocationConfigSourceClass {
-		return "DeviceClass"
-	}
-	return "claim"
-}
-
-// configFor picks the config that applies to one allocated device (the last
-// matching one) or the default for its type, then normalizes and validates
-// it for that device.
-func configFor(configs []opaqueConfig, request string, t configapi.DeviceType) (configapi.Config, error) {
-	var chosen *opaqueConfig
-	for i := range configs {
-		if matchesRequest(configs[i].requests, request) {
-			chosen = &configs[i]
-		}
+// configFor returns the config that applies to one allocated device
+// (configapi.Configs.Resolve: normalized and validated for the device's
+// kind), or the default for its kind when none does.
+func configFor(configs configapi.Configs, request string, k configapi.DeviceKind) (configapi.Config, error) {
+	chosen, err := configs.Resolve(request, k)
+	if err != nil {
+		return nil, err
 	}
 	if chosen == nil {
-		return configapi.DefaultConfigFor(t), nil
+		return configapi.DefaultConfigFor(k), nil
 	}
-	cfg := chosen.config
-	where := fmt.Sprintf("devices.config[%d] (from %s)", chosen.index, describeSource(chosen.source))
-	if err := cfg.AppliesTo(t); err != nil {
-		return nil, fmt.Errorf("%s for request %q: %w", where, request, err)
-	}
-	cfg.Normalize()
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %s: %w", where, cfg.Kind(), err)
-	}
-	return cfg, nil
-}
-
-// matchesRequest reports whether a config's request list selects the
-// allocated request, which may be "request/subrequest".
-func matchesRequest(requests []string, request string) bool {
-	return configapi.SelectsRequest(requests, request)
+	return chosen.Config, nil
 }
 
 // checkConfigs checks what configs say about the claim as a whole, once
 // every device is planned: each request a claim config names exists, and
 // each per-device limit key selects a device. Either mistake would
 // otherwise be ignored silently, and the device run without the setting.
-func checkConfigs(claim *resourceapi.ResourceClaim, configs []opaqueConfig, planned []plannedDevice) error {
+func checkConfigs(claim *resourceapi.ResourceClaim, configs configapi.Configs, planned []plannedDevice) error {
 	if err := checkConfigRequests(claim, configs); err != nil {
 		return err
 	}
@@ -97,7 +61,7 @@ func checkConfigs(claim *resourceapi.ResourceClaim, configs []opaqueConfig, plan
 // checkConfigRequests reports a request name in a claim config that is no
 // request of the claim ("request" or "request/subrequest"). The scheduler
 // sets the requests of DeviceClass configs itself, so those are not checked.
-func checkConfigRequests(claim *resourceapi.ResourceClaim, configs []opaqueConfig) error {
+func checkConfigRequests(claim *resourceapi.ResourceClaim, configs configapi.Configs) error {
 	var names []string
 	for _, r := range claim.Spec.Devices.Requests {
 		names = append(names, r.Name)
@@ -106,16 +70,16 @@ func checkConfigRequests(claim *resourceapi.ResourceClaim, configs []opaqueConfi
 		}
 	}
 	for _, c := range configs {
-		if c.source == resourceapi.AllocationConfigSourceClass {
+		if c.FromClass {
 			continue
 		}
-		for j, r := range c.requests {
+		for j, r := range c.Requests {
 			if !slices.Contains(names, r) {
 				known := "it has none"
 				if len(names) > 0 {
 					known = "its requests are " + strings.Join(names, ", ")
 				}
-				return fmt.Errorf("devices.config[%d].requests[%d]: %q is not a request of claim %s/%s; %s", c.index, j, r, claim.Namespace, claim.Name, known)
+				return fmt.Errorf("devices.config[%d].requests[%d]: %q is not a request of claim %s/%s; %s", c.Index, j, r, claim.Namespace, claim.Name, known)
 			}
 		}
 	}
@@ -125,9 +89,9 @@ func checkConfigRequests(claim *resourceapi.ResourceClaim, configs []opaqueConfi
 // checkPerDeviceKeys reports a defaultPerDevicePinnedMemoryLimit key that
 // selects none of the devices its config applies to. A key need only match
 // one of them: a key for device 1 is no error while device 0 is planned.
-func checkPerDeviceKeys(configs []opaqueConfig, planned []plannedDevice) error {
+func checkPerDeviceKeys(configs configapi.Configs, planned []plannedDevice) error {
 	for _, c := range configs {
-		sh := c.config.GetSharing()
+		sh := c.Config.GetSharing()
 		if sh == nil || sh.MpsConfig == nil || len(sh.MpsConfig.DefaultPerDevicePinnedMemoryLimit) == 0 {
 			continue
 		}
@@ -135,7 +99,7 @@ func checkPerDeviceKeys(configs []opaqueConfig, planned []plannedDevice) error {
 		for i, p := range planned {
 			// configFor hands out the config itself, so identity tells
 			// which devices it applies to.
-			if p.config == c.config {
+			if p.config == c.Config {
 				valid = append(valid, perDeviceKeys(p.device, i)...)
 			}
 		}
@@ -146,7 +110,7 @@ func checkPerDeviceKeys(configs []opaqueConfig, planned []plannedDevice) error {
 		for _, key := range slices.Sorted(maps.Keys(sh.MpsConfig.DefaultPerDevicePinnedMemoryLimit)) {
 			if !slices.Contains(valid, key) {
 				return fmt.Errorf("devices.config[%d] (from %s): %s: sharing.mpsConfig.defaultPerDevicePinnedMemoryLimit[%q]: matches no device this config applies to; keys are a device's index in the claim or its UUID: %s",
-					c.index, describeSource(c.source), c.config.Kind(), key, strings.Join(valid, ", "))
+					c.Index, c.From(), c.Config.Kind(), key, strings.Join(valid, ", "))
 			}
 		}
 	}

@@ -55,7 +55,7 @@ func TestConfigPrecedence(t *testing.T) {
 		"train":       "Medium", // the later, request-specific entry wins
 		"train/small": "Medium", // a subrequest matches its parent request
 	} {
-		cfg, err := configFor(configs, request, configapi.GpuDeviceType)
+		cfg, err := configFor(configs, request, configapi.WholeGPU)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,11 +66,11 @@ func TestConfigPrecedence(t *testing.T) {
 }
 
 func TestConfigDefaultsAndErrors(t *testing.T) {
-	cfg, err := configFor(nil, "gpu", configapi.GpuDeviceType)
+	cfg, err := configFor(nil, "gpu", configapi.WholeGPU)
 	if err != nil || cfg.Kind() != configapi.GpuConfigKind || cfg.GetSharing() != nil {
 		t.Fatalf("default config = %+v, %v; want a GpuConfig that changes nothing", cfg, err)
 	}
-	if cfg, _ := configFor(nil, "mig", configapi.MigDeviceType); cfg.Kind() != configapi.MigDeviceConfigKind {
+	if cfg, _ := configFor(nil, "mig", configapi.MIG); cfg.Kind() != configapi.MigDeviceConfigKind {
 		t.Fatalf("default for MIG is %s", cfg.Kind())
 	}
 	_, err = decodeConfigs("gpu.nvidia.com", []resourceapi.DeviceAllocationConfiguration{
@@ -82,7 +82,7 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 	configs, _ := decodeConfigs("gpu.nvidia.com", []resourceapi.DeviceAllocationConfiguration{
 		opaque(resourceapi.AllocationConfigSourceClaim, "gpu.nvidia.com", []string{"gpu"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig"}`),
 	})
-	if _, err := configFor(configs, "gpu", configapi.GpuDeviceType); err == nil || !strings.Contains(err.Error(), `request "gpu"`) {
+	if _, err := configFor(configs, "gpu", configapi.WholeGPU); err == nil || !strings.Contains(err.Error(), `request "gpu"`) {
 		t.Fatalf("MigDeviceConfig on a GPU: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ package prepare
 import (
 	"fmt"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 )
@@ -14,7 +15,7 @@ import (
 // the lock of the device's GPU.
 func (s *State) configureDevice(rec *checkpoint.PreparedDevice, dev *AllocatableDevice) error {
 	switch dev.Kind {
-	case WholeGPU:
+	case configapi.WholeGPU:
 		if dev.Partitionable {
 			// A crash, or a client that kept an earlier change pending, may
 			// have left MIG mode on with nothing in it; the scheduler
@@ -23,7 +24,7 @@ func (s *State) configureDevice(rec *checkpoint.PreparedDevice, dev *Allocatable
 			return mig.RequireMigDisabled(dev.GPU.Device, dev.GPU.MigProfiles)
 		}
 		return nil
-	case DynamicMig:
+	case configapi.DynamicMIG:
 		inst, err := mig.Create(dev.GPU.Device, dev.Placement)
 		if err != nil {
 			return err

@@ -33,7 +33,7 @@ func overlaps(a, b *AllocatableDevice) bool {
 	if a.GPU.UUID != b.GPU.UUID {
 		return false
 	}
-	if a.Kind == WholeGPU || b.Kind == WholeGPU || a.Kind == Monitor || b.Kind == Monitor {
+	if !a.Kind.IsMIG() || !b.Kind.IsMIG() {
 		return true
 	}
 	pa, pb := a.Placement, b.Placement

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
@@ -14,10 +15,10 @@ import (
 func TestOverlaps(t *testing.T) {
 	g0, g1 := &nvdev.GPU{UUID: "GPU-0"}, &nvdev.GPU{UUID: "GPU-1"}
 	whole := func(g *nvdev.GPU) *AllocatableDevice {
-		return &AllocatableDevice{Name: "w-" + g.UUID, Kind: WholeGPU, GPU: g}
+		return &AllocatableDevice{Name: "w-" + g.UUID, Kind: configapi.WholeGPU, GPU: g}
 	}
 	place := func(g *nvdev.GPU, start, size uint32) *AllocatableDevice {
-		return &AllocatableDevice{Kind: DynamicMig, GPU: g, Placement: mig.Placement{Start: start, Size: size}}
+		return &AllocatableDevice{Kind: configapi.DynamicMIG, GPU: g, Placement: mig.Placement{Start: start, Size: size}}
 	}
 	for _, tc := range []struct {
 		name string

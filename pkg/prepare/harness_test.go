@@ -104,14 +104,14 @@ func newNode(t *testing.T, profile string, dynamicMIG bool) *node {
 	}
 	n := &node{t: t, sim: sim, inv: inv, dir: dir, devices: map[string]*AllocatableDevice{}}
 	for _, g := range inv.GPUs {
-		n.devices[gpuName(g.Minor)] = &AllocatableDevice{Name: gpuName(g.Minor), Kind: WholeGPU, GPU: g, Partitionable: dynamicMIG}
+		n.devices[gpuName(g.Minor)] = &AllocatableDevice{Name: gpuName(g.Minor), Kind: configapi.WholeGPU, GPU: g, Partitionable: dynamicMIG}
 		if !dynamicMIG {
 			continue
 		}
 		for _, prof := range g.MigProfiles {
 			for _, pl := range prof.Placements {
 				name := migName(g.Minor, prof.Name, pl.Start)
-				n.devices[name] = &AllocatableDevice{Name: name, Kind: DynamicMig, GPU: g, Placement: mig.Placement{Profile: prof, Start: pl.Start, Size: pl.Size}}
+				n.devices[name] = &AllocatableDevice{Name: name, Kind: configapi.DynamicMIG, GPU: g, Placement: mig.Placement{Profile: prof, Start: pl.Start, Size: pl.Size}}
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
@@ -127,9 +128,9 @@ func TestKeyedLocksTakeKeysInSortedOrder(t *testing.T) {
 func TestLockKeysAreGPUs(t *testing.T) {
 	g0, g1 := &nvdev.GPU{UUID: "GPU-0"}, &nvdev.GPU{UUID: "GPU-1"}
 	planned := []plannedDevice{
-		{device: &AllocatableDevice{Name: "mig-a", Kind: DynamicMig, GPU: g1, Placement: mig.Placement{Start: 0, Size: 1}}},
-		{device: &AllocatableDevice{Name: "gpu-0", Kind: WholeGPU, GPU: g0}},
-		{device: &AllocatableDevice{Name: "mig-b", Kind: DynamicMig, GPU: g1, Placement: mig.Placement{Start: 1, Size: 1}}},
+		{device: &AllocatableDevice{Name: "mig-a", Kind: configapi.DynamicMIG, GPU: g1, Placement: mig.Placement{Start: 0, Size: 1}}},
+		{device: &AllocatableDevice{Name: "gpu-0", Kind: configapi.WholeGPU, GPU: g0}},
+		{device: &AllocatableDevice{Name: "mig-b", Kind: configapi.DynamicMIG, GPU: g1, Placement: mig.Placement{Start: 1, Size: 1}}},
 	}
 	got := lockKeys(planned)
 	want := []string{"GPU-1", "GPU-0", "GPU-1"}

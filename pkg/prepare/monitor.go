@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
+
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 )
 
 // A monitor device (resourceslices.TypeMonitor) is a GPU published a second
@@ -21,7 +23,7 @@ import (
 // nothing keeps such an allocation off a GPU that a workload uses. It runs
 // while planning, before anything is touched.
 func checkMonitor(dev *AllocatableDevice, r resourceapi.DeviceRequestAllocationResult) error {
-	if dev.Kind != Monitor || (r.AdminAccess != nil && *r.AdminAccess) {
+	if dev.Kind != configapi.Monitor || (r.AdminAccess != nil && *r.AdminAccess) {
 		return nil
 	}
 	return fmt.Errorf("device %s (request %q) is the monitor device of GPU %s, which is only for admin access: "+
@@ -32,7 +34,7 @@ func checkMonitor(dev *AllocatableDevice, r resourceapi.DeviceRequestAllocationR
 // checkMonitorSharing refuses a sharing config on a monitor device: its
 // claim watches the GPU and changes nothing on it.
 func checkMonitorSharing(dev *AllocatableDevice, hasSharing bool) error {
-	if dev.Kind != Monitor || !hasSharing {
+	if dev.Kind != configapi.Monitor || !hasSharing {
 		return nil
 	}
 	return fmt.Errorf("sharing: monitor device %s watches GPU %s and changes nothing on it, sharing included; leave sharing out of its config", dev.Name, dev.GPU.UUID)

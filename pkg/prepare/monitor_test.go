@@ -8,16 +8,17 @@ import (
 	"strings"
 	"testing"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // withMonitors publishes every GPU's monitor device too, with the Monitor
-// kind the driver gives resourceslices.KindMonitor entries.
+// kind the device table gives monitor entries.
 func withMonitors(n *node) {
 	n.t.Helper()
 	for _, g := range n.inv.GPUs {
 		name := resourceslices.MonitorDeviceName(g.Minor)
-		n.devices[name] = &AllocatableDevice{Name: name, Kind: Monitor, GPU: g}
+		n.devices[name] = &AllocatableDevice{Name: name, Kind: configapi.Monitor, GPU: g}
 	}
 	n.restart()
 }

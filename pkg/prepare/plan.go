@@ -4,14 +4,13 @@
 package prepare
 
 import (
-	"fmt"
-
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare/step"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
@@ -33,12 +32,12 @@ type extraEdits cdispec.ContainerEdits
 // work.
 func (s *State) plan(claim *resourceapi.ResourceClaim) ([]plannedDevice, []checkpoint.PreparedDevice, error) {
 	if claim.Status.Allocation == nil {
-		return nil, nil, fmt.Errorf("claim %s/%s is not allocated", claim.Namespace, claim.Name)
+		return nil, nil, step.Errorf(step.Claim, "claim %s/%s is not allocated", claim.Namespace, claim.Name)
 	}
 	alloc := claim.Status.Allocation.Devices
 	configs, err := decodeConfigs(s.DriverName, alloc.Config)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, step.Wrap(step.Config, err)
 	}
 	var planned []plannedDevice
 	var records []checkpoint.PreparedDevice
@@ -47,31 +46,31 @@ func (s *State) plan(claim *resourceapi.ResourceClaim) ([]plannedDevice, []check
 			continue
 		}
 		if r.Pool != s.PoolName {
-			return nil, nil, fmt.Errorf("device %s is in pool %q, this node serves pool %q", r.Device, r.Pool, s.PoolName)
+			return nil, nil, step.Errorf(step.Device, "device %s is in pool %q, this node serves pool %q", r.Device, r.Pool, s.PoolName)
 		}
 		dev, ok := s.Devices[r.Device]
 		if !ok {
-			return nil, nil, fmt.Errorf("device %s is not published by this node; it may have been removed since the claim was allocated", r.Device)
+			return nil, nil, step.Errorf(step.Device, "device %s is not published by this node; it may have been removed since the claim was allocated", r.Device)
 		}
 		if err := checkMonitor(dev, r); err != nil {
-			return nil, nil, err
+			return nil, nil, step.Wrap(step.Claim, err)
 		}
-		cfg, err := configFor(configs, r.Request, dev.Type())
+		cfg, err := configFor(configs, r.Request, dev.Kind)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, step.Wrap(step.Config, err)
 		}
 		rec := newRecord(r, dev)
 		if rec.Sharing, err = s.resolveSharing(cfg, dev, r, len(planned)); err != nil {
-			return nil, nil, fmt.Errorf("device %s: %w", r.Device, err)
+			return nil, nil, step.Errorf(step.Config, "device %s: %w", r.Device, err)
 		}
 		planned = append(planned, plannedDevice{device: dev, config: cfg})
 		records = append(records, rec)
 	}
 	if len(planned) == 0 {
-		return nil, nil, fmt.Errorf("claim %s/%s has no device allocated by driver %s", claim.Namespace, claim.Name, s.DriverName)
+		return nil, nil, step.Errorf(step.Claim, "claim %s/%s has no device allocated by driver %s", claim.Namespace, claim.Name, s.DriverName)
 	}
 	if err := checkConfigs(claim, configs, planned); err != nil {
-		return nil, nil, err
+		return nil, nil, step.Wrap(step.Config, err)
 	}
 	return planned, records, nil
 }
@@ -82,7 +81,7 @@ func newRecord(r resourceapi.DeviceRequestAllocationResult, dev *AllocatableDevi
 		Requests:    []string{r.Request},
 		Pool:        r.Pool,
 		Device:      r.Device,
-		Type:        string(dev.Type()),
+		Type:        dev.Kind.ConfigType(),
 		UUID:        dev.GPU.UUID,
 		ProductName: dev.GPU.ProductName,
 		Shared:      (r.AdminAccess != nil && *r.AdminAccess) || r.ShareID != nil,
@@ -92,10 +91,10 @@ func newRecord(r resourceapi.DeviceRequestAllocationResult, dev *AllocatableDevi
 		rec.ShareID = string(*r.ShareID)
 	}
 	switch dev.Kind {
-	case StaticMig:
+	case configapi.MIG:
 		rec.UUID = dev.StaticUUID
 		rec.Mig = &checkpoint.MigRecord{ParentUUID: dev.GPU.UUID, Profile: dev.Placement.Profile.Name, Start: dev.Placement.Start, Size: dev.Placement.Size, GIID: dev.GIID, CIID: dev.CIID}
-	case DynamicMig:
+	case configapi.DynamicMIG:
 		rec.UUID = "" // known once created
 		rec.Mig = &checkpoint.MigRecord{ParentUUID: dev.GPU.UUID, Profile: dev.Placement.Profile.Name, Start: dev.Placement.Start, Size: dev.Placement.Size, Dynamic: true, GIID: -1, CIID: -1}
 	}
@@ -116,7 +115,7 @@ func cdiDevices(records []checkpoint.PreparedDevice, planned []plannedDevice) []
 	out := make([]cdi.Device, 0, len(planned))
 	for i, p := range planned {
 		d := cdi.Device{Name: p.device.Name, UUID: records[i].UUID, ProductName: p.device.GPU.ProductName, Minor: p.device.GPU.Minor, Extra: cdispec.ContainerEdits(p.extra)}
-		if p.device.Kind != WholeGPU && p.device.Kind != Monitor {
+		if p.device.Kind.IsMIG() {
 			d.ParentUUID = p.device.GPU.UUID
 			d.MigProfile = p.device.Placement.Profile.Name
 		}

@@ -224,7 +224,7 @@ func (s *State) destroyUnownedMig(logger klog.Logger, report *RecoveryReport) in
 		// Every GPU offered for dynamic MIG, including those (Ampere) not
 		// also published whole. A failure on one GPU leaves the others.
 		gpu := dev.GPU
-		if dev.Kind != DynamicMig || seen[gpu.UUID] {
+		if dev.Kind != configapi.DynamicMIG || seen[gpu.UUID] {
 			continue
 		}
 		seen[gpu.UUID] = true

@@ -94,11 +94,11 @@ func (s *State) configuredAway(rec checkpoint.PreparedClaim) bool {
 			continue
 		}
 		switch dev.Kind {
-		case DynamicMig:
+		case configapi.DynamicMIG:
 			if d.Mig.GIID >= 0 && !migPresent(dev, d) {
 				return true
 			}
-		case StaticMig:
+		case configapi.MIG:
 			if d.UUID != dev.StaticUUID {
 				return true
 			}
@@ -207,11 +207,11 @@ func forgetInstances(rec *checkpoint.PreparedClaim) {
 // something else is not the claim's device.
 func (s *State) reconfigureDevice(d *checkpoint.PreparedDevice, dev *AllocatableDevice) error {
 	if d.Mig != nil {
-		if dev.Kind == WholeGPU || d.Mig.Profile != dev.Placement.Profile.Name || d.Mig.Start != dev.Placement.Start || d.Mig.ParentUUID != dev.GPU.UUID {
+		if dev.Kind == configapi.WholeGPU || d.Mig.Profile != dev.Placement.Profile.Name || d.Mig.Start != dev.Placement.Start || d.Mig.ParentUUID != dev.GPU.UUID {
 			return fmt.Errorf("the node now publishes it as another device than the recorded %s MIG device at start %d of GPU %s", d.Mig.Profile, d.Mig.Start, d.Mig.ParentUUID)
 		}
 	}
-	if dev.Kind == StaticMig {
+	if dev.Kind == configapi.MIG {
 		// The admin's MIG devices come back (if at all) with new UUIDs.
 		old := d.UUID
 		d.UUID, d.Mig.GIID, d.Mig.CIID = dev.StaticUUID, dev.GIID, dev.CIID

@@ -38,7 +38,7 @@ type SharingConfig struct {
 
 // deviceMemory is the memory a device has: the GPU's, or the MIG profile's.
 func deviceMemory(dev *AllocatableDevice) int64 {
-	if dev.Kind == WholeGPU || dev.Kind == Monitor {
+	if !dev.Kind.IsMIG() {
 		return int64(dev.GPU.MemoryBytes)
 	}
 	return int64(dev.Placement.Profile.Info.MemorySizeMB) << 20
@@ -84,7 +84,7 @@ func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r r
 		// cmd/gpu-kubelet-plugin/sharing.go). Processes on one MIG device
 		// take turns at the default interval anyway, so TimeSlicing with
 		// the Default interval is accepted there and changes nothing.
-		if dev.Kind != WholeGPU {
+		if dev.Kind != configapi.WholeGPU {
 			if iv := sh.TimeSlicingConfig.Interval; iv != configapi.DefaultTimeSlice {
 				return nil, fmt.Errorf("sharing.timeSlicingConfig.interval: %s cannot be set on MIG device %s: the time slice belongs to the whole GPU %s and would change it for every other MIG device on it; leave the interval out (Default) or use a whole GPU", iv, dev.Name, dev.GPU.UUID)
 			}
@@ -119,9 +119,9 @@ func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r r
 // the target in then.
 func mpsTarget(dev *AllocatableDevice) string {
 	switch dev.Kind {
-	case StaticMig:
+	case configapi.MIG:
 		return dev.StaticUUID
-	case DynamicMig:
+	case configapi.DynamicMIG:
 		return ""
 	}
 	return dev.GPU.UUID

@@ -23,7 +23,7 @@ const testDriver, testPool = "gpu.nvidia.com", "n1"
 // plan touches nothing, so no store, CDI writer or sharing backend is needed.
 func planState() *State {
 	dev := func(name, uuid string) *AllocatableDevice {
-		return &AllocatableDevice{Name: name, Kind: WholeGPU, GPU: &nvdev.GPU{UUID: uuid, MemoryBytes: 80 << 30}}
+		return &AllocatableDevice{Name: name, Kind: configapi.WholeGPU, GPU: &nvdev.GPU{UUID: uuid, MemoryBytes: 80 << 30}}
 	}
 	return New(Config{
 		DriverName: testDriver, PoolName: testPool,

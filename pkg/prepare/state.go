@@ -22,27 +22,15 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
-)
-
-// DeviceKind says what preparing a device involves.
-type DeviceKind int
-
-const (
-	// WholeGPU is a GPU used as a whole.
-	WholeGPU DeviceKind = iota
-	// StaticMig is a MIG device an admin created; it is used as it is.
-	StaticMig
-	// DynamicMig is a MIG placement created at prepare, destroyed at unprepare.
-	DynamicMig
-	// Monitor is a GPU's monitor device: the GPU, for admin access only;
-	// preparing it changes nothing (monitor.go).
-	Monitor
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare/step"
 )
 
 // AllocatableDevice is a device this node publishes and can prepare.
 type AllocatableDevice struct {
 	Name string
-	Kind DeviceKind
+	// Kind says what preparing the device involves; preparing a monitor
+	// device changes nothing (monitor.go).
+	Kind configapi.DeviceKind
 	// GPU is the GPU itself, or the parent of a MIG device.
 	GPU *nvdev.GPU
 	// Partitionable is set on whole GPUs that are also offered as dynamic
@@ -53,14 +41,6 @@ type AllocatableDevice struct {
 	Placement  mig.Placement
 	StaticUUID string
 	GIID, CIID int
-}
-
-// Type is the device type configs are checked against.
-func (d *AllocatableDevice) Type() configapi.DeviceType {
-	if d.Kind == WholeGPU || d.Kind == Monitor {
-		return configapi.GpuDeviceType
-	}
-	return configapi.MigDeviceType
 }
 
 // lockKey serialises work on one physical GPU: MIG mode changes and GPU
@@ -117,23 +97,23 @@ func New(c Config) *State {
 // a claim already prepared returns the same IDs without touching anything.
 func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
 	if !checkpoint.ValidToken(string(claim.UID)) {
-		return nil, fmt.Errorf("claim UID %q is not a valid UID", claim.UID)
+		return nil, step.Errorf(step.Claim, "claim UID %q is not a valid UID", claim.UID)
 	}
 	leave, err := s.enter()
 	if err != nil {
-		return nil, err
+		return nil, step.Wrap(step.Fence, err)
 	}
 	defer leave()
 	unlockClaim := s.claimLocks.Lock(string(claim.UID))
 	defer unlockClaim()
 
 	if err := s.Store.NewerError(claim.UID); err != nil {
-		return nil, err
+		return nil, step.Wrap(step.Checkpoint, err)
 	}
 	if rec, ok := s.Store.Get(claim.UID); ok {
 		if rec.Prepared() && s.allocatedAsRecorded(claim, rec) {
 			if err := s.retryRestore(ctx, rec); err != nil {
-				return nil, err
+				return nil, step.Wrap(step.Restore, err)
 			}
 			// Written again (coalesced, in the background): a plugin killed
 			// right after the first prepare may never have written it.
@@ -143,11 +123,11 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 		// A previous attempt died half-way, or the record is of an earlier
 		// allocation of this claim: undo it before preparing afresh.
 		if err := s.unprepare(ctx, rec); err != nil {
-			return nil, fmt.Errorf("roll back earlier attempt: %w", err)
+			return nil, step.Errorf(step.Rollback, "roll back earlier attempt: %w", err)
 		}
 	}
 
-	planned, records, err := s.plan(claim)
+	planned, records, err := s.plan(claim) // its errors carry their step
 	if err != nil {
 		return nil, err
 	}
@@ -155,12 +135,12 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	defer unlockDevices()
 
 	if err := s.reserve(claim.UID, planned, records); err != nil {
-		return nil, err
+		return nil, step.Wrap(step.Reserve, err)
 	}
 	rec := checkpoint.PreparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, State: checkpoint.PrepareStarted, Devices: records, BootID: s.BootID}
 	if err := s.Store.Put(rec); err != nil {
 		s.releaseHeld(claim.UID)
-		return nil, err
+		return nil, step.Wrap(step.Checkpoint, err)
 	}
 
 	devices, err := s.prepareDevices(ctx, &rec, planned)
@@ -187,17 +167,18 @@ func (s *State) prepareDevices(_ context.Context, rec *checkpoint.PreparedClaim,
 	for i := range planned {
 		p := &planned[i]
 		if err := s.configureDevice(&rec.Devices[i], p.device); err != nil {
-			return nil, fmt.Errorf("device %s: %w", p.device.Name, err)
+			// configureDevice changes MIG devices and MIG mode only.
+			return nil, step.Errorf(step.MIG, "device %s: %w", p.device.Name, err)
 		}
 		if sh := rec.Devices[i].Sharing; sh != nil && sh.Target == "" {
 			sh.Target = rec.Devices[i].UUID // a dynamic MIG device's UUID is known now
 		}
 		if err := s.timeSliceConflict(rec.UID, rec.Devices[i].Sharing); err != nil {
-			return nil, fmt.Errorf("device %s: %w", p.device.Name, err)
+			return nil, step.Errorf(step.Sharing, "device %s: %w", p.device.Name, err)
 		}
 		extra, err := s.applySharing(rec.Devices[i].Sharing)
 		if err != nil {
-			return nil, fmt.Errorf("device %s: %w", p.device.Name, err)
+			return nil, step.Errorf(step.Sharing, "device %s: %w", p.device.Name, err)
 		}
 		p.extra = extra
 	}
@@ -209,10 +190,10 @@ func (s *State) prepareDevices(_ context.Context, rec *checkpoint.PreparedClaim,
 		rec.Devices[i].CDIDeviceIDs = []string{s.CDI.DeviceID(rec.UID, rec.Devices[i].Device)}
 	}
 	if err := s.writeSpec(*rec, planned); err != nil {
-		return nil, err
+		return nil, step.Errorf(step.CDI, "write CDI spec: %w", err)
 	}
 	if err := s.Store.Put(*rec); err != nil {
-		return nil, err
+		return nil, step.Wrap(step.Checkpoint, err)
 	}
 	return kubeletDevices(rec.Devices), nil
 }

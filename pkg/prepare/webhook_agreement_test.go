@@ -33,8 +33,8 @@ func TestWebhookAgreesWithPrepare(t *testing.T) {
 		raw := readSeed(t, seed)
 		for _, rt := range []struct {
 			class string
-			typ   configapi.DeviceType
-		}{{"gpu.nvidia.com", configapi.GpuDeviceType}, {"mig.nvidia.com", configapi.MigDeviceType}} {
+			typ   configapi.DeviceKind
+		}{{"gpu.nvidia.com", configapi.WholeGPU}, {"mig.nvidia.com", configapi.MIG}} {
 			params := runtime.RawExtension{Raw: raw}
 			spec := &resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
 				Requests: []resourceapi.DeviceRequest{{Name: "req", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: rt.class}}},

@@ -16,6 +16,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/utils/ptr"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
@@ -37,8 +38,9 @@ const (
 	CapMemory          = "memory"
 	CapMultiprocessors = "multiprocessors"
 
-	TypeGPU = "gpu"
-	TypeMIG = "mig"
+	// The type attribute's values (configapi.DeviceKind.Attribute).
+	TypeGPU = string(configapi.WholeGPU)
+	TypeMIG = string(configapi.MIG)
 )
 
 // GPUDeviceName is the published name of a whole GPU. The minor number is
@@ -50,7 +52,7 @@ func GPUDeviceName(minor int) string { return fmt.Sprintf("gpu-%d", minor) }
 // gpuDevice builds the API device for one whole GPU.
 func gpuDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
 	attrs := commonAttributes(inv, g)
-	attrs[AttrType] = str(TypeGPU)
+	attrs[AttrType] = str(configapi.WholeGPU.Attribute())
 	attrs[AttrUUID] = str(g.UUID)
 	attrs[AttrIndex] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Index))}
 	attrs[AttrMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Minor))}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
@@ -111,7 +112,7 @@ func placementConsumption(g *nvdev.GPU, p nvdev.MigProfile, start, size uint32) 
 // yet, no uuid) or static (existing, with uuid).
 func MigDevice(inv *nvdev.Inventory, g *nvdev.GPU, p nvdev.MigProfile, start, size uint32, uuid string) resourceapi.Device {
 	attrs := commonAttributes(inv, g)
-	attrs[AttrType] = str(TypeMIG)
+	attrs[AttrType] = str(configapi.MIG.Attribute())
 	attrs[AttrParentUUID] = str(g.UUID)
 	attrs[AttrParentMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Minor))}
 	attrs[AttrProfile] = str(p.Name)
@@ -162,14 +163,14 @@ func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.Count
 			all[name] = c
 		}
 		whole.ConsumesCounters = []resourceapi.DeviceCounterConsumption{{CounterSet: set.Name, Counters: all}}
-		entries = append(entries, Entry{Device: whole, Kind: KindGPU, GPU: g, Partitionable: true})
+		entries = append(entries, Entry{Device: whole, Kind: configapi.WholeGPU, GPU: g, Partitionable: true})
 	}
 	var placements []migPlacement
 	for _, p := range g.MigProfiles {
 		for _, pl := range p.Placements {
 			d := MigDevice(inv, g, p, pl.Start, pl.Size, "")
 			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{placementConsumption(g, p, pl.Start, pl.Size)}
-			e := Entry{Device: d, Kind: KindDynamicMIG, GPU: g, Profile: p, Start: pl.Start, Size: pl.Size}
+			e := Entry{Device: d, Kind: configapi.DynamicMIG, GPU: g, Profile: p, Start: pl.Start, Size: pl.Size}
 			placements = append(placements, migPlacement{entry: e, profile: p})
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
@@ -25,7 +26,7 @@ import (
 // never pick it; its own class (monitor.<driver domain>) selects
 // `type == 'monitor'`. Admission (webhook and admission policy) and prepare
 // refuse it to requests without adminAccess: true.
-const TypeMonitor = "monitor"
+const TypeMonitor = string(configapi.Monitor) // configapi.Monitor.Attribute()
 
 const monitorSuffix = "-monitor"
 
@@ -56,7 +57,7 @@ func IsMonitorDeviceName(name string) bool {
 func monitorDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
 	d := gpuDevice(inv, g)
 	d.Name = MonitorDeviceName(g.Minor)
-	d.Attributes[AttrType] = str(TypeMonitor)
+	d.Attributes[AttrType] = str(configapi.Monitor.Attribute())
 	return d
 }
 
@@ -67,7 +68,7 @@ func monitorDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
 func monitorEntries(inv *nvdev.Inventory) []Entry {
 	out := make([]Entry, 0, len(inv.GPUs))
 	for _, g := range inv.GPUs {
-		out = append(out, Entry{Device: monitorDevice(inv, g), Kind: KindMonitor, GPU: g})
+		out = append(out, Entry{Device: monitorDevice(inv, g), Kind: configapi.Monitor, GPU: g})
 	}
 	return out
 }

@@ -7,22 +7,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
-)
-
-// Kind is what preparing a published device involves.
-type Kind int
-
-const (
-	// KindGPU is a GPU used as a whole (possibly shared by memory fraction).
-	KindGPU Kind = iota
-	// KindStaticMIG is a MIG device an admin created; it is used as it is.
-	KindStaticMIG
-	// KindDynamicMIG is a MIG placement created at prepare, destroyed at unprepare.
-	KindDynamicMIG
-	// KindMonitor is a GPU's monitor device (monitor.go): the GPU for
-	// admin-access requests only; preparing it changes nothing.
-	KindMonitor
 )
 
 // Entry is one device the node offers: the API device the scheduler
@@ -31,7 +17,9 @@ const (
 // round.
 type Entry struct {
 	Device resourceapi.Device
-	Kind   Kind
+	// Kind says what preparing the device involves; the device's type
+	// attribute is Kind.Attribute().
+	Kind configapi.DeviceKind
 	// GPU is the GPU itself, or the parent of a MIG device.
 	GPU *nvdev.GPU
 	// Partitionable is set on whole GPUs that are also offered as dynamic
@@ -58,14 +46,14 @@ func NewTable(inv *nvdev.Inventory, o Options) Table {
 	for _, g := range inv.GPUs {
 		switch ModeOf(g, o) {
 		case Whole:
-			t.Entries = append(t.Entries, Entry{Device: gpuDevice(inv, g), Kind: KindGPU, GPU: g})
+			t.Entries = append(t.Entries, Entry{Device: gpuDevice(inv, g), Kind: configapi.WholeGPU, GPU: g})
 		case Shareable:
-			t.Entries = append(t.Entries, Entry{Device: ShareableGPUDevice(inv, g), Kind: KindGPU, GPU: g})
+			t.Entries = append(t.Entries, Entry{Device: ShareableGPUDevice(inv, g), Kind: configapi.WholeGPU, GPU: g})
 		case StaticMIG:
 			for _, m := range g.MigDevices {
 				t.Entries = append(t.Entries, Entry{
 					Device: MigDevice(inv, g, m.Profile, m.Placement.Start, m.Placement.Size, m.UUID),
-					Kind:   KindStaticMIG, GPU: g, Profile: m.Profile, Start: m.Placement.Start, Size: m.Placement.Size,
+					Kind:   configapi.MIG, GPU: g, Profile: m.Profile, Start: m.Placement.Start, Size: m.Placement.Size,
 					StaticUUID: m.UUID, GIID: m.GIID, CIID: m.CIID,
 				})
 			}

@@ -31,8 +31,8 @@ var typeComparison = regexp.MustCompile(
 // errs on the side of "unknown": the plugin checks again at prepare, so a
 // type missed here is only a later error, while a wrong one would deny a
 // valid claim.
-func pinnedType(driver string, selectors []resourceapi.DeviceSelector) (configapi.DeviceType, bool) {
-	var found configapi.DeviceType
+func pinnedType(driver string, selectors []resourceapi.DeviceSelector) (configapi.DeviceKind, bool) {
+	var found configapi.DeviceKind
 	for _, s := range selectors {
 		if s.CEL == nil {
 			continue
@@ -53,8 +53,10 @@ func pinnedType(driver string, selectors []resourceapi.DeviceSelector) (configap
 			if d != driver {
 				continue
 			}
-			dt := configapi.DeviceType(t)
-			if dt != configapi.GpuDeviceType && dt != configapi.MigDeviceType {
+			// "gpu" and "mig" are the attributes of WholeGPU and of (static
+			// or dynamic) MIG devices, the two kinds configs tell apart.
+			dt := configapi.DeviceKind(t)
+			if dt != configapi.WholeGPU && dt != configapi.MIG {
 				return "", false
 			}
 			if found != "" && found != dt {
@@ -69,12 +71,12 @@ func pinnedType(driver string, selectors []resourceapi.DeviceSelector) (configap
 // requestType returns the device type a request (or subrequest) asks for:
 // from the class name when it is one of the chart's two classes, else from
 // the class's selectors, else from the request's own selectors.
-func (v *Validator) requestType(class string, selectors []resourceapi.DeviceSelector) (configapi.DeviceType, bool) {
+func (v *Validator) requestType(class string, selectors []resourceapi.DeviceSelector) (configapi.DeviceKind, bool) {
 	switch class {
 	case v.gpuClass:
-		return configapi.GpuDeviceType, true
+		return configapi.WholeGPU, true
 	case v.migClass:
-		return configapi.MigDeviceType, true
+		return configapi.MIG, true
 	}
 	if v.Classes != nil {
 		if dc, err := v.Classes.Get(class); err == nil && dc != nil {

@@ -8,12 +8,14 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 )
 
 // monitorType is the type attribute of a GPU's monitor device
 // (resourceslices.TypeMonitor): the GPU, published without counters, for
 // admin-access requests only.
-const monitorType = "monitor"
+var monitorType = configapi.Monitor.Attribute()
 
 // MonitorClassName is the DeviceClass of monitor devices the chart
 // installs for a driver: "monitor.gpu.nvidia.com".

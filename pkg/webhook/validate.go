@@ -5,11 +5,12 @@
 // and ResourceClaimTemplates: it rejects an invalid opaque config of this
 // driver when the claim is written, instead of when the kubelet prepares
 // its pod. It decides with the same code as the kubelet plugin's prepare
-// path (api/resource/v1beta1: Decode, AppliesTo, Normalize, Validate,
-// SelectsRequest), so admission and prepare cannot disagree on a config.
+// path (api/resource/v1beta1: Decode and the config resolver
+// Configs.Resolve), so admission and prepare cannot disagree on a config.
 package webhook
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -63,13 +64,6 @@ type request struct {
 	selectors []resourceapi.DeviceSelector
 }
 
-// decodedConfig is one of this driver's configs that decoded.
-type decodedConfig struct {
-	index    int
-	requests []string
-	config   configapi.Config
-}
-
 // ValidateSpec checks every config of this driver in spec; path is the
 // field path of spec in the object ("spec" for a claim, "spec.spec" for a
 // template). It decides as prepare does: every config must decode; the
@@ -79,7 +73,7 @@ type decodedConfig struct {
 // devices must ask for admin access (monitor.go).
 func (v *Validator) ValidateSpec(path string, spec *resourceapi.ResourceClaimSpec) []FieldError {
 	errs := v.validateMonitor(path, spec)
-	var configs []decodedConfig
+	var decoded []configapi.OpaqueConfig
 	for i, c := range spec.Devices.Config {
 		if c.Opaque == nil || c.Opaque.Driver != v.DriverName {
 			continue
@@ -89,52 +83,38 @@ func (v *Validator) ValidateSpec(path string, spec *resourceapi.ResourceClaimSpe
 			errs = append(errs, FieldError{Field: paramsPath(path, i), Message: err.Error()})
 			continue
 		}
-		configs = append(configs, decodedConfig{index: i, requests: c.Requests, config: cfg})
+		decoded = append(decoded, configapi.OpaqueConfig{Index: i, Requests: c.Requests, Config: cfg})
 	}
-	if len(configs) == 0 {
+	if len(decoded) == 0 {
 		return errs
 	}
-	validated := map[int]bool{}
+	configs := configapi.InPrecedenceOrder(decoded)
+	validated := map[int]bool{} // one validation error per config is enough
 	for _, r := range requests(spec) {
-		chosen := chooseConfig(configs, r.name)
+		kind, ok := v.requestType(r.class, r.selectors)
+		if !ok {
+			kind = "" // not known: the config is not checked against it
+		}
+		chosen, err := configs.Resolve(r.name, kind)
 		if chosen == nil {
 			continue // the DeviceClass's config or the default applies
 		}
-		if t, ok := v.requestType(r.class, r.selectors); ok {
-			if err := chosen.config.AppliesTo(t); err != nil {
-				errs = append(errs, FieldError{
-					Field:   paramsPath(path, chosen.index),
-					Message: fmt.Sprintf("for request %q (deviceClassName %s): %v", r.name, r.class, err),
-				})
-				validated[chosen.index] = true // one error per config is enough
-				continue
-			}
-		}
-		if validated[chosen.index] {
-			continue
-		}
-		validated[chosen.index] = true
-		chosen.config.Normalize()
-		if err := chosen.config.Validate(); err != nil {
+		var ce *configapi.ConfigError
+		switch {
+		case errors.As(err, &ce) && ce.WrongKind:
 			errs = append(errs, FieldError{
-				Field:   paramsPath(path, chosen.index),
-				Message: fmt.Sprintf("%s: %v", chosen.config.Kind(), err),
+				Field:   paramsPath(path, chosen.Index),
+				Message: fmt.Sprintf("for request %q (deviceClassName %s): %v", r.name, r.class, ce.Err),
+			})
+		case errors.As(err, &ce) && !validated[chosen.Index]:
+			errs = append(errs, FieldError{
+				Field:   paramsPath(path, chosen.Index),
+				Message: fmt.Sprintf("%s: %v", chosen.Config.Kind(), ce.Err),
 			})
 		}
+		validated[chosen.Index] = true
 	}
 	return errs
-}
-
-// chooseConfig returns the config prepare applies to a device of the
-// request: the last claim config that selects it, nil when none does.
-func chooseConfig(configs []decodedConfig, name string) *decodedConfig {
-	var chosen *decodedConfig
-	for i := range configs {
-		if configapi.SelectsRequest(configs[i].requests, name) {
-			chosen = &configs[i]
-		}
-	}
-	return chosen
 }
 
 func requests(spec *resourceapi.ResourceClaimSpec) []request {

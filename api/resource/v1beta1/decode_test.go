@@ -50,7 +50,7 @@ func TestNormalizeDefaultsInterval(t *testing.T) {
 	if got := cfg.GetSharing().TimeSlicingConfig.Interval; got != DefaultTimeSlice {
 		t.Fatalf("interval defaulted to %q", got)
 	}
-	if err := cfg.AppliesTo(MigDeviceType); err == nil || !strings.Contains(err.Error(), "MigDeviceConfig") {
+	if err := cfg.AppliesTo(MIG); err == nil || !strings.Contains(err.Error(), "MigDeviceConfig") {
 		t.Fatalf("GpuConfig on a MIG device: %v", err)
 	}
 }

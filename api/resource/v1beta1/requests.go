@@ -8,8 +8,8 @@ import "strings"
 // SelectsRequest reports whether a config entry whose `requests` list is
 // requests applies to the claim request named request, which may be
 // "request/subrequest" for a request with firstAvailable. An empty list
-// selects every request. The kubelet plugin (at prepare) and the admission
-// webhook both decide with this function, so they pick the same config.
+// selects every request. The config resolver (Configs, resolve.go) that
+// both the kubelet plugin and the admission webhook use decides with it.
 func SelectsRequest(requests []string, request string) bool {
 	if len(requests) == 0 {
 		return true

@@ -21,15 +21,6 @@ const (
 	MigDeviceConfigKind = "MigDeviceConfig"
 )
 
-// DeviceType is the kind of device a config is applied to. It matches the
-// `type` attribute published in ResourceSlices.
-type DeviceType string
-
-const (
-	GpuDeviceType DeviceType = "gpu"
-	MigDeviceType DeviceType = "mig"
-)
-
 // Config is implemented by every opaque config kind. Implementations are
 // plain structs; callers never have to guess which pointer of a union is set.
 type Config interface {
@@ -41,8 +32,8 @@ type Config interface {
 	// Validate reports the first invalid field, naming it and the fix.
 	Validate() error
 	// AppliesTo reports whether the config may be applied to a device of
-	// the given type, with an error that says which kind to use instead.
-	AppliesTo(t DeviceType) error
+	// the given kind, with an error that says which kind to use instead.
+	AppliesTo(k DeviceKind) error
 	// GetSharing returns the sharing settings, nil when none were given.
 	GetSharing() *Sharing
 }
@@ -121,9 +112,9 @@ func DefaultMigDeviceConfig() *MigDeviceConfig {
 	return &MigDeviceConfig{TypeMeta: TypeMeta{APIVersion: GroupVersion, Kind: MigDeviceConfigKind}}
 }
 
-// DefaultConfigFor returns the default config for a device type.
-func DefaultConfigFor(t DeviceType) Config {
-	if t == MigDeviceType {
+// DefaultConfigFor returns the default config for a device kind.
+func DefaultConfigFor(k DeviceKind) Config {
+	if k.IsMIG() {
 		return DefaultMigDeviceConfig()
 	}
 	return DefaultGpuConfig()

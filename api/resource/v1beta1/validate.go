@@ -25,18 +25,18 @@ func (c *GpuConfig) Validate() error { return c.Sharing.validate("sharing") }
 // Validate checks every field of a MigDeviceConfig.
 func (c *MigDeviceConfig) Validate() error { return c.Sharing.validate("sharing") }
 
-// AppliesTo allows GpuConfig on whole GPUs only.
-func (c *GpuConfig) AppliesTo(t DeviceType) error {
-	if t != GpuDeviceType {
-		return fmt.Errorf("kind GpuConfig cannot configure a %s device: use kind MigDeviceConfig for MIG devices", t)
+// AppliesTo allows GpuConfig on whole GPUs (and monitor devices) only.
+func (c *GpuConfig) AppliesTo(k DeviceKind) error {
+	if k.ConfigKind() != GpuConfigKind {
+		return fmt.Errorf("kind GpuConfig cannot configure a %s device: use kind MigDeviceConfig for MIG devices", k.ConfigType())
 	}
 	return nil
 }
 
 // AppliesTo allows MigDeviceConfig on MIG devices only.
-func (c *MigDeviceConfig) AppliesTo(t DeviceType) error {
-	if t != MigDeviceType {
-		return fmt.Errorf("kind MigDeviceConfig cannot configure a %s device: use kind GpuConfig for whole GPUs", t)
+func (c *MigDeviceConfig) AppliesTo(k DeviceKind) error {
+	if k.ConfigKind() != MigDeviceConfigKind {
+		return fmt.Errorf("kind MigDeviceConfig cannot configure a %s device: use kind GpuConfig for whole GPUs", k.ConfigType())
 	}
 	return nil
 }

@@ -1,0 +1,51 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package diagnose
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+)
+
+// TestSchedulerFeatures: diagnose runs the allocator with the features the
+// tests' scheduler (internal/schedtest) uses; it keeps a copy only because
+// importing schedtest would link NVML into the webhook.
+func TestSchedulerFeatures(t *testing.T) {
+	if !reflect.DeepEqual(schedulerFeatures, schedtest.Features) {
+		t.Errorf("schedulerFeatures %+v differ from schedtest.Features %+v", schedulerFeatures, schedtest.Features)
+	}
+}
+
+// TestPluginSelectorMatchesChart: PluginSelector selects the pods the
+// chart's selectorLabels give the kubelet plugin.
+func TestPluginSelectorMatchesChart(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "deployments", "helm", "gpu-dra-driver", "templates", "_helpers.tpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(data), `{{- define "gpu-dra-driver.selectorLabels" -}}`)
+	block, _, _ = strings.Cut(block, "{{- end -}}")
+	if !ok {
+		t.Fatal("no gpu-dra-driver.selectorLabels in _helpers.tpl")
+	}
+	chart := labels.Set{}
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		chart[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	sel, err := labels.Parse(PluginSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.Matches(chart) {
+		t.Errorf("PluginSelector %q does not select the chart's plugin pods (%v)", PluginSelector, chart)
+	}
+}

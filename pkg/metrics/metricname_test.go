@@ -1,0 +1,47 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package metrics
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics/metricname"
+)
+
+// TestMetricNamesAreRegistered: every name in pkg/metrics/metricname is a
+// metric the plugin exports, and every gpu_dra_ metric it exports is named
+// there, so readers of the names (pkg/diagnose) never look for a metric
+// that does not exist.
+func TestMetricNamesAreRegistered(t *testing.T) {
+	m := New()
+	m.ObservePreparedDevices(func() int { return 0 })
+	m.ObserveUnrestoredClaims(func() int { return 0 })
+	m.ObserveRegistration(func() bool { return true })
+	// Vectors show up once they have a child.
+	m.Errors.WithLabelValues(metricname.OperationPrepare).Inc()
+	m.DeviceHealthy.WithLabelValues("gpu-0", "GPU-0").Set(1)
+	m.XIDEvents.WithLabelValues("79").Inc()
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exported []string
+	for _, f := range fams {
+		if strings.HasPrefix(f.GetName(), metricname.Prefix) {
+			exported = append(exported, f.GetName())
+		}
+	}
+	named := []string{
+		metricname.PrepareDuration, metricname.UnprepareDuration, metricname.Errors, metricname.DeviceHealthy,
+		metricname.XIDEvents, metricname.DiscoveryFailedGPUs, metricname.PreparedDevices, metricname.UnrestoredClaims,
+		metricname.KubeletRegistered,
+	}
+	slices.Sort(exported)
+	slices.Sort(named)
+	if !slices.Equal(exported, named) {
+		t.Errorf("exported %v, named in metricname %v", exported, named)
+	}
+}
