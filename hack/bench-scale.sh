@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Copyright 2026 The gpu-dra-driver Authors.
+# SPDX-License-Identifier: Apache-2.0
+#
+# Scheduling at scale: a real kube-scheduler binds DRA pods over N
+# kubelet-less Nodes whose ResourceSlices are what the plugin publishes
+# (hack/benchscale). Starts its own etcd, kube-apiserver, kube-scheduler (and
+# a resourceclaim-only kube-controller-manager) on free loopback ports from
+# the cluster cache; the local cluster (make cluster-up) is not touched.
+# Usage: hack/bench-scale.sh [benchscale flags...]
+# Env: NODES (100,500), LAYOUTS (whole,mig-1g,mig-whole,frac-20gi),
+#      MODES (claims,templates), REPEATS (2), CPUPROFILE (layout/nodes/mode),
+#      PODS_PER_NODE (whole=4,mig-1g=1,mig-whole=1,frac-20gi=4), OUT (/tmp/perf-scale-table.md).
+set -euo pipefail
+source "$(dirname "$0")/cluster/lib.sh"
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+source <(grep '^DRA_GATES=' "$REPO/hack/cluster/cluster.sh")
+export CGO_CFLAGS=${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}
+for c in etcd kube-apiserver kube-scheduler kube-controller-manager helm; do
+  command -v "$c" >/dev/null || die "$c is not built; run hack/cluster/build.sh all"
+done
+OUT=${OUT:-/tmp/perf-scale-table.md}
+work=$(mktemp -d /tmp/gdra-bench-scale.XXXX)
+trap 'rm -rf "$work"' EXIT
+t0=$(now)
+cd "$REPO"
+go build -tags grpcnotrace -o "$work/gpu-kubelet-plugin" ./cmd/gpu-kubelet-plugin
+go build -o "$work/benchscale" ./hack/benchscale
+# The chart's DeviceClasses, as the chart renders them.
+helm template bench deployments/helm/gpu-dra-driver --kube-version "v$K8S_VERSION" >"$work/chart.yaml"
+say "benchmark in $work; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+"$work/benchscale" -k8s-bin "$BIN_K8S" -etcd-bin "$BIN_ETCD" -plugin "$work/gpu-kubelet-plugin" \
+  -deviceclasses "$work/chart.yaml" -feature-gates "$DRA_GATES" -work-dir "$work/runs" \
+  -nodes "${NODES:-100,500}" -layouts "${LAYOUTS:-whole,mig-1g,frac-20gi,mig-whole}" \
+  -modes "${MODES:-claims,templates}" -repeats "${REPEATS:-2}" \
+  -pods-per-node "${PODS_PER_NODE:-whole=4,mig-1g=1,mig-whole=1,frac-20gi=4}" ${CPUPROFILE:+-cpuprofile "$CPUPROFILE"} -out "$OUT" -json "${OUT%.md}.json" "$@"
+say "bench-scale done in $(since "$t0") s; table in $OUT"

@@ -1,0 +1,330 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Command benchscale measures how fast a real kube-scheduler binds pods that
+// ask for GPUs through DRA, over a fleet of kubelet-less Nodes whose
+// ResourceSlices are exactly what the GPU kubelet plugin publishes
+// (its --print-slices output, with only the node and pool renamed).
+// For each layout and fleet size it starts its own etcd, kube-apiserver and
+// kube-scheduler (and, for ResourceClaimTemplates, a kube-controller-manager
+// running only the resourceclaim controller), creates the fleet, then
+// creates pods as fast as concurrent clients can and times them from the
+// first create to the last bind. hack/bench-scale.sh is the entry point.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+type options struct {
+	k8sBin, etcdBin, plugin, classes, profile       string
+	gates, workDir, out, jsonOut                    string
+	layouts, nodes, modes, podsPerNode              string
+	repeats, workers, schedQPS, profileSecs, schedV int
+	profileCell                                     string
+	stall                                           time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.k8sBin, "k8s-bin", "", "directory with kube-apiserver, kube-scheduler, kube-controller-manager")
+	flag.StringVar(&o.etcdBin, "etcd-bin", "", "directory with etcd")
+	flag.StringVar(&o.plugin, "plugin", "", "gpu-kubelet-plugin binary (its --print-slices makes each node's slices)")
+	flag.StringVar(&o.profile, "simulate", "h100x8", "simulated GPU profile of every node")
+	flag.StringVar(&o.classes, "deviceclasses", "", "YAML with the chart's DeviceClasses (helm template output)")
+	flag.StringVar(&o.gates, "feature-gates", "", "feature gates of every component (the local cluster's DRA gates)")
+	flag.StringVar(&o.workDir, "work-dir", "", "state and logs (a temporary directory when empty)")
+	flag.StringVar(&o.out, "out", "", "write the markdown table here too")
+	flag.StringVar(&o.jsonOut, "json", "", "write every run's result here as JSON")
+	flag.StringVar(&o.layouts, "layouts", "whole,mig-1g,mig-whole,frac-20gi", "layouts to run")
+	flag.StringVar(&o.nodes, "nodes", "100,500", "fleet sizes")
+	flag.StringVar(&o.modes, "modes", "claims,templates", "claims (pre-created ResourceClaims) and/or templates (ResourceClaimTemplates)")
+	flag.StringVar(&o.podsPerNode, "pods-per-node", "whole=6,mig-1g=6,mig-whole=6,frac-20gi=6", "pods per node of each layout (layout=n,...)")
+	flag.IntVar(&o.repeats, "repeats", 3, "runs per cell; the table shows medians")
+	flag.IntVar(&o.workers, "workers", 32, "concurrent API calls when creating objects")
+	flag.IntVar(&o.schedQPS, "scheduler-qps", 5000, "kube-scheduler clientConnection qps and burst")
+	flag.IntVar(&o.schedV, "scheduler-v", 0, "kube-scheduler log verbosity")
+	flag.DurationVar(&o.stall, "stall", 90*time.Second, "give a run up when no pod was bound for this long")
+	flag.StringVar(&o.profileCell, "cpuprofile", "", "layout/nodes/mode whose first run also takes a scheduler CPU profile (e.g. mig-1g/500/claims)")
+	flag.IntVar(&o.profileSecs, "cpuprofile-seconds", 20, "length of that profile")
+	flag.Parse()
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "benchscale:", err)
+		os.Exit(1)
+	}
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func run(ctx context.Context, o options) error {
+	if o.k8sBin == "" || o.etcdBin == "" || o.plugin == "" || o.classes == "" {
+		return fmt.Errorf("-k8s-bin, -etcd-bin, -plugin and -deviceclasses are required")
+	}
+	perNode := map[string]int{}
+	for _, kv := range split(o.podsPerNode) {
+		k, v, _ := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 110 {
+			return fmt.Errorf("-pods-per-node %q: want layout=1..110", kv)
+		}
+		perNode[k] = n
+	}
+	var sizes []int
+	for _, s := range split(o.nodes) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return fmt.Errorf("-nodes %q", s)
+		}
+		sizes = append(sizes, n)
+	}
+	modes := split(o.modes)
+	for _, m := range modes {
+		if m != "claims" && m != "templates" {
+			return fmt.Errorf("-modes: unknown %q", m)
+		}
+	}
+	all := map[string]layout{}
+	for _, l := range layouts() {
+		all[l.name] = l
+	}
+	classes, err := deviceClasses(o.classes)
+	if err != nil {
+		return err
+	}
+	if o.workDir == "" {
+		if o.workDir, err = os.MkdirTemp("", "gdra-bench-scale."); err != nil {
+			return err
+		}
+		defer os.RemoveAll(o.workDir)
+	}
+	var results []runResult
+	t0 := time.Now()
+	for _, ln := range split(o.layouts) {
+		l, ok := all[ln]
+		if !ok {
+			return fmt.Errorf("-layouts: unknown %q", ln)
+		}
+		ppn := perNode[ln]
+		if ppn == 0 {
+			ppn = 6
+		}
+		tmpl, err := pluginSlices(o.plugin, o.profile, l)
+		if err != nil {
+			return err
+		}
+		devs := 0
+		for _, s := range tmpl {
+			devs += len(s.Spec.Devices)
+		}
+		for _, n := range sizes {
+			rs, err := runCell(ctx, o, l, tmpl, classes, n, ppn, modes)
+			results = append(results, rs...)
+			if werr := writeResults(o, results); werr != nil {
+				return werr
+			}
+			if err != nil {
+				return fmt.Errorf("%s/%d: %w", ln, n, err)
+			}
+			logf("%s/%d done (%d slices, %d devices per node); %.0f s so far", ln, n, len(tmpl), devs, time.Since(t0).Seconds())
+		}
+	}
+	fmt.Print(markdown(results))
+	return nil
+}
+
+// writeResults writes the JSON and the markdown table of the runs so far, so
+// that an interrupted benchmark leaves what it measured.
+func writeResults(o options, results []runResult) error {
+	if o.jsonOut != "" {
+		// JSON has no NaN or Inf: no samples is 0, above the histogram's
+		// last finite bucket (22 ms) is -1.
+		clean := make([]runResult, len(results))
+		for i, r := range results {
+			for _, f := range []*float64{&r.FilterP50, &r.FilterP99, &r.FilterMean, &r.PreBindP50, &r.PreBindMean} {
+				if math.IsNaN(*f) {
+					*f = 0
+				} else if math.IsInf(*f, 0) {
+					*f = -1
+				}
+			}
+			clean[i] = r
+		}
+		b, err := json.MarshalIndent(clean, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.jsonOut, b, 0o644); err != nil {
+			return err
+		}
+	}
+	if o.out != "" {
+		return os.WriteFile(o.out, []byte(markdown(results)), 0o644)
+	}
+	return nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// runCell starts a control plane, creates an n-node fleet and runs every
+// mode o.repeats times on it, cleaning up between runs.
+func runCell(ctx context.Context, o options, l layout, tmpl []*resourceapi.ResourceSlice, classes []*resourceapi.DeviceClass, n, ppn int, modes []string) ([]runResult, error) {
+	dir := filepath.Join(o.workDir, fmt.Sprintf("%s-%d", l.name, n))
+	c, err := startCluster(ctx, clusterConfig{k8sBin: o.k8sBin, etcdBin: o.etcdBin, dir: dir, gates: o.gates, schedQPS: o.schedQPS, schedV: o.schedV})
+	if err != nil {
+		return nil, err
+	}
+	defer c.stop()
+	cs, err := c.client(5000, 5000)
+	if err != nil {
+		return nil, err
+	}
+	t := time.Now()
+	if err := createFleet(ctx, cs, classes, tmpl, n, o.workers); err != nil {
+		return nil, err
+	}
+	logf("%s/%d: fleet of %d nodes created in %.1f s", l.name, n, n, time.Since(t).Seconds())
+	// The scheduler's informers need a moment for the last slices.
+	time.Sleep(3 * time.Second)
+	var out []runResult
+	for _, mode := range modes {
+		if mode == "templates" && c.procs["kube-controller-manager"] == nil {
+			if err := c.startKCM(ctx); err != nil {
+				return out, err
+			}
+		}
+		for r := range o.repeats {
+			spec := runSpec{l: l, nodes: n, pods: n * ppn, mode: mode, repeat: r, workers: o.workers, stall: o.stall, profileSecs: o.profileSecs}
+			if r == 0 && o.profileCell == fmt.Sprintf("%s/%d/%s", l.name, n, mode) {
+				spec.profileTo = filepath.Join(filepath.Dir(o.out), fmt.Sprintf("scheduler-%s-%d-%s.pprof", l.name, n, mode))
+			}
+			res, err := runOnce(ctx, c, cs, spec)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, res)
+			logf("%s/%d/%s #%d: %d/%d pods bound in %.1f s (%.1f pods/s; created in %.1f s), p50 %.2f s p99 %.2f s, Filter p50 %s, sched %.2f cores, apiserver %.2f cores, machine %.2f of %d",
+				l.name, n, mode, r, res.Bound, res.Pods, res.Seconds, res.PodsPerSec, res.CreateSec, res.P50, res.P99, ms(res.FilterP50), res.SchedCores, res.APICores, res.TotalCores, numCPU())
+			if err := cleanup(ctx, cs, o.workers); err != nil {
+				return out, fmt.Errorf("cleanup: %w", err)
+			}
+		}
+	}
+	return out, nil
+}
+
+func ms(sec float64) string {
+	if math.IsNaN(sec) {
+		return "-"
+	}
+	if math.IsInf(sec, 1) {
+		return "> 22 ms" // the metric's last finite bucket
+	}
+	if sec < 0.001 {
+		return fmt.Sprintf("%.0f µs", sec*1e6)
+	}
+	return fmt.Sprintf("%.1f ms", sec*1e3)
+}
+
+func median(rs []runResult, f func(runResult) float64) float64 {
+	var v []float64
+	for _, r := range rs {
+		if x := f(r); !math.IsNaN(x) {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	sort.Float64s(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+func markdown(results []runResult) string {
+	type key struct {
+		layout string
+		nodes  int
+		mode   string
+	}
+	groups := map[key][]runResult{}
+	var keys []key
+	for _, r := range results {
+		k := key{r.Layout, r.Nodes, r.Mode}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "| layout | nodes | claims | runs | pods (bound) | pods/s | create→bind p50 / p99 | Filter p50 / p99 / mean | PreBind p50 / mean | apiserver RSS | scheduler RSS | scheduler / apiserver / machine CPU (cores) |\n")
+	fmt.Fprintf(&b, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, k := range keys {
+		rs := groups[k]
+		minBound := slices.MinFunc(rs, func(a, b runResult) int { return a.Bound - b.Bound }).Bound
+		fmt.Fprintf(&b, "| %s | %d | %s | %d | %d (%d) | %.1f | %.2f s / %.2f s | %s / %s / %s | %s / %s | %.0f MiB | %.0f MiB | %.2f / %.2f / %.2f |\n",
+			k.layout, k.nodes, k.mode, len(rs), rs[0].Pods, minBound,
+			median(rs, func(r runResult) float64 { return r.PodsPerSec }),
+			median(rs, func(r runResult) float64 { return r.P50 }), median(rs, func(r runResult) float64 { return r.P99 }),
+			ms(median(rs, func(r runResult) float64 { return r.FilterP50 })), ms(median(rs, func(r runResult) float64 { return r.FilterP99 })),
+			ms(median(rs, func(r runResult) float64 { return r.FilterMean })),
+			ms(median(rs, func(r runResult) float64 { return r.PreBindP50 })), ms(median(rs, func(r runResult) float64 { return r.PreBindMean })),
+			median(rs, func(r runResult) float64 { return r.APIRSS }), median(rs, func(r runResult) float64 { return r.SchedRSS }),
+			median(rs, func(r runResult) float64 { return r.SchedCores }), median(rs, func(r runResult) float64 { return r.APICores }),
+			median(rs, func(r runResult) float64 { return r.TotalCores }))
+	}
+	return b.String()
+}
+
+func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, 1<<20) }
+
+func numCPU() int { return runtime.NumCPU() }
+
+// machineCPU returns busy and total jiffies of the whole machine.
+func machineCPU() (busy, total float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	for i, s := range f[1:min(len(f), 9)] { // user..steal; guest is in user
+		v, _ := strconv.ParseFloat(s, 64)
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total
+}
