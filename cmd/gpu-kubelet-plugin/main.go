@@ -56,6 +56,8 @@ type options struct {
 	// deviceMetadata writes per-request device metadata files
 	// (KEP-5304) that the kubelet mounts into containers.
 	deviceMetadata bool
+	// monitorDevices publishes each GPU's admin-access monitor device.
+	monitorDevices bool
 	fractionalOn   []int
 	strategies     []string
 	taintEffect    string
@@ -118,6 +120,7 @@ func newCommand() *cobra.Command {
 	cmd.AddCommand(mpsDaemonCommand(), mpsClientStandInCommand())
 	o.gates = newFeatureGates()
 	o.gates.AddFlag(f)
+	f.BoolVar(&o.monitorDevices, "monitor-devices", true, "Publish each GPU a second time as a counter-free monitor device that only admin-access requests get (class monitor.<driver-name>), so monitoring agents schedule on busy dynamic-MIG nodes; false halves the devices of whole-GPU nodes.")
 	f.BoolVar(&o.deviceMetadata, "device-metadata", true, "Give each container a file under /var/run/kubernetes.io/dra-device-attributes describing its devices (UUID, memory, MIG profile, sharing in force); a CDI device per request carries it, so any kubelet with CDI mounts it.")
 	f.BoolVar(&o.printSlices, "print-slices", false, "Print the ResourceSlices this node would publish as YAML and exit; needs no cluster.")
 	f.StringVar(&o.backend.SimulateProfile, "simulate", os.Getenv("SIMULATE_PROFILE"), "Simulate GPUs instead of using NVML, e.g. h100x8, a100-40gbx8, a100-80gbx4, h200x8 (env SIMULATE_PROFILE).")
@@ -186,7 +189,8 @@ func (o *options) complete() error {
 
 // publishOptions are the flags that shape what the node offers.
 func (o *options) publishOptions() resourceslices.Options {
-	return resourceslices.Options{DynamicMIG: o.gates.Enabled(DynamicMIG), FractionalMemory: o.fractional, FractionalGPUs: o.fractionalOn}
+	return resourceslices.Options{DynamicMIG: o.gates.Enabled(DynamicMIG), FractionalMemory: o.fractional, FractionalGPUs: o.fractionalOn,
+		NoMonitorDevices: !o.monitorDevices}
 }
 
 func printSlices(cmd *cobra.Command, o *options) error {

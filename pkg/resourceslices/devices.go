@@ -114,6 +114,11 @@ type Options struct {
 	// created (per its checkpoint): they stay dynamic rather than being
 	// mistaken for an admin's static MIG layout.
 	DynamicParents map[string]bool
+	// NoMonitorDevices leaves out the GPUs' monitor devices (monitor.go):
+	// a node then publishes half the devices where GPUs are whole, which
+	// the scheduler's per-device CEL work scales with, but admin-access
+	// requests on dynamic MIG nodes stay Pending while a GPU is in use.
+	NoMonitorDevices bool
 }
 
 // Mode is how one GPU is published.

@@ -160,3 +160,30 @@ func TestMonitorTaints(t *testing.T) {
 		t.Fatalf("tolerating admin-access claim got %v, want all 8 monitors", got)
 	}
 }
+
+// NoMonitorDevices publishes no monitor device and leaves every other
+// device as it was.
+func TestNoMonitorDevices(t *testing.T) {
+	for _, o := range []resourceslices.Options{{DynamicMIG: true}, {}} {
+		inv := simulatedInventory(t, "h100x8")
+		with := devicesOf(resourceslices.Build("n1", inv, o))
+		o.NoMonitorDevices = true
+		without := devicesOf(resourceslices.Build("n1", inv, o))
+		var rest []string
+		for _, d := range with {
+			if !resourceslices.IsMonitorDeviceName(d.Name) {
+				rest = append(rest, d.Name)
+			}
+		}
+		var got []string
+		for _, d := range without {
+			got = append(got, d.Name)
+		}
+		// Slices may be cut elsewhere with fewer devices: compare the sets.
+		slices.Sort(rest)
+		slices.Sort(got)
+		if len(rest) != len(with)-8 || !slices.Equal(got, rest) {
+			t.Errorf("%+v: %d devices without monitors, want the %d non-monitor devices of %d", o, len(got), len(rest), len(with))
+		}
+	}
+}

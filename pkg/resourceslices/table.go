@@ -63,7 +63,9 @@ func NewTable(inv *nvdev.Inventory, o Options) Table {
 			t.Entries = append(t.Entries, entries...)
 		}
 	}
-	t.Entries = append(t.Entries, monitorEntries(inv)...)
+	if !o.NoMonitorDevices {
+		t.Entries = append(t.Entries, monitorEntries(inv)...)
+	}
 	return t
 }
 
