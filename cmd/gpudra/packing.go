@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/migpacking"
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/node"
 )
 
 func newMigPackingCommand() *cobra.Command {
@@ -50,14 +51,17 @@ ascending placement order (the order before issue 11), both measures both.`,
 	return cmd
 }
 
-func migPacking(w io.Writer, models []string, orders []migpacking.Order, o migpacking.Options, worst int) error {
+func migPacking(w io.Writer, models []string, orders []migpacking.Order, o migpacking.Options, worst int) (err error) {
+	// The allocator's failures end the run with an error.
+	failures := &node.Recorder{}
+	defer failures.Recover(&err)
 	summary := map[string]map[migpacking.Order]migpacking.Report{}
 	for _, model := range models {
 		summary[model] = map[migpacking.Order]migpacking.Report{}
 		for _, order := range orders {
 			o.Order = order
 			start := time.Now()
-			r, err := migpacking.Run(fatal{}, model, o)
+			r, err := migpacking.Run(failures, model, o)
 			if err != nil {
 				return err
 			}

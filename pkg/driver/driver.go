@@ -87,7 +87,7 @@ type Driver struct {
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 
 // checkpointDir holds the claim records under the plugin's state dir.
-func checkpointDir(stateDir string) string { return filepath.Join(stateDir, "checkpoint") }
+func checkpointDir(stateDir string) string { return checkpoint.Dir(stateDir) }
 
 // Start recovers the checkpoint from local state, serves the kubelet, and
 // leaves everything that needs the API server (publishing slices, removing

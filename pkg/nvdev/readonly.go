@@ -1,7 +1,7 @@
 // Copyright 2026 The gpu-dra-driver Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package nvdev
 
 import (
 	"fmt"
@@ -15,19 +15,24 @@ import (
 // change a GPU: MIG mode and instances, compute mode, persistence mode,
 // clocks, power limit, ECC, accounting. Such calls fail with
 // NO_PERMISSION, as for an unprivileged process, and are recorded, so the
-// smoke test can prove it changed nothing. Every device, GPU instance and
-// compute instance handle it returns is wrapped the same way.
+// smoke test (gpudra smoke prepare) can prove it changed nothing. Every
+// device, GPU instance and compute instance handle it returns is wrapped
+// the same way.
 type readOnlyNVML struct {
 	nvml.Interface
-	r *refusals
+	r *Refusals
 }
 
-type refusals struct {
+// Refusals records the calls a read-only NVML refused.
+type Refusals struct {
 	mu    sync.Mutex
 	calls map[string]int
 }
 
-func (r *refusals) refuse(what string) nvml.Return {
+// Refuse records one refused call and returns NO_PERMISSION. Stand-ins
+// for other tools that would change a GPU (time slices, MPS daemons) use
+// it to report their refusals in the same list.
+func (r *Refusals) Refuse(what string) nvml.Return {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.calls == nil {
@@ -38,7 +43,7 @@ func (r *refusals) refuse(what string) nvml.Return {
 }
 
 // List returns the refused calls, "name xN", sorted.
-func (r *refusals) List() []string {
+func (r *Refusals) List() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []string
@@ -49,8 +54,10 @@ func (r *refusals) List() []string {
 	return out
 }
 
-func newReadOnlyNVML(lib nvml.Interface) (*readOnlyNVML, *refusals) {
-	r := &refusals{}
+// NewReadOnly wraps lib so that every call that would change a GPU is
+// refused (NO_PERMISSION) and recorded in the returned Refusals.
+func NewReadOnly(lib nvml.Interface) (nvml.Interface, *Refusals) {
+	r := &Refusals{}
 	return &readOnlyNVML{Interface: lib, r: r}, r
 }
 
@@ -79,33 +86,33 @@ func (l *readOnlyNVML) DeviceGetHandleBySerial(s string) (nvml.Device, nvml.Retu
 
 // The library-level forms of the device calls below.
 func (l *readOnlyNVML) DeviceSetMigMode(nvml.Device, int) (nvml.Return, nvml.Return) {
-	return nvml.ERROR_NO_PERMISSION, l.r.refuse("SetMigMode")
+	return nvml.ERROR_NO_PERMISSION, l.r.Refuse("SetMigMode")
 }
 func (l *readOnlyNVML) DeviceCreateGpuInstance(nvml.Device, *nvml.GpuInstanceProfileInfo) (nvml.GpuInstance, nvml.Return) {
-	return nil, l.r.refuse("CreateGpuInstance")
+	return nil, l.r.Refuse("CreateGpuInstance")
 }
 func (l *readOnlyNVML) DeviceCreateGpuInstanceWithPlacement(nvml.Device, *nvml.GpuInstanceProfileInfo, *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
-	return nil, l.r.refuse("CreateGpuInstanceWithPlacement")
+	return nil, l.r.Refuse("CreateGpuInstanceWithPlacement")
 }
 func (l *readOnlyNVML) GpuInstanceDestroy(nvml.GpuInstance) nvml.Return {
-	return l.r.refuse("GpuInstance.Destroy")
+	return l.r.Refuse("GpuInstance.Destroy")
 }
 func (l *readOnlyNVML) GpuInstanceCreateComputeInstance(nvml.GpuInstance, *nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, nvml.Return) {
-	return nil, l.r.refuse("CreateComputeInstance")
+	return nil, l.r.Refuse("CreateComputeInstance")
 }
 func (l *readOnlyNVML) ComputeInstanceDestroy(nvml.ComputeInstance) nvml.Return {
-	return l.r.refuse("ComputeInstance.Destroy")
+	return l.r.Refuse("ComputeInstance.Destroy")
 }
 func (l *readOnlyNVML) DeviceSetComputeMode(nvml.Device, nvml.ComputeMode) nvml.Return {
-	return l.r.refuse("SetComputeMode")
+	return l.r.Refuse("SetComputeMode")
 }
 func (l *readOnlyNVML) DeviceSetPersistenceMode(nvml.Device, nvml.EnableState) nvml.Return {
-	return l.r.refuse("SetPersistenceMode")
+	return l.r.Refuse("SetPersistenceMode")
 }
 
 type roDevice struct {
 	nvml.Device
-	r *refusals
+	r *Refusals
 }
 
 func (d roDevice) wrap(x nvml.Device, ret nvml.Return) (nvml.Device, nvml.Return) {
@@ -123,56 +130,56 @@ func (d roDevice) gi(g nvml.GpuInstance) nvml.GpuInstance {
 }
 
 func (d roDevice) SetMigMode(int) (nvml.Return, nvml.Return) {
-	return nvml.ERROR_NO_PERMISSION, d.r.refuse("SetMigMode")
+	return nvml.ERROR_NO_PERMISSION, d.r.Refuse("SetMigMode")
 }
 func (d roDevice) CreateGpuInstance(*nvml.GpuInstanceProfileInfo) (nvml.GpuInstance, nvml.Return) {
-	return nil, d.r.refuse("CreateGpuInstance")
+	return nil, d.r.Refuse("CreateGpuInstance")
 }
 func (d roDevice) CreateGpuInstanceWithPlacement(*nvml.GpuInstanceProfileInfo, *nvml.GpuInstancePlacement) (nvml.GpuInstance, nvml.Return) {
-	return nil, d.r.refuse("CreateGpuInstanceWithPlacement")
+	return nil, d.r.Refuse("CreateGpuInstanceWithPlacement")
 }
-func (d roDevice) SetComputeMode(nvml.ComputeMode) nvml.Return { return d.r.refuse("SetComputeMode") }
+func (d roDevice) SetComputeMode(nvml.ComputeMode) nvml.Return { return d.r.Refuse("SetComputeMode") }
 func (d roDevice) SetPersistenceMode(nvml.EnableState) nvml.Return {
-	return d.r.refuse("SetPersistenceMode")
+	return d.r.Refuse("SetPersistenceMode")
 }
 func (d roDevice) SetGpuLockedClocks(uint32, uint32) nvml.Return {
-	return d.r.refuse("SetGpuLockedClocks")
+	return d.r.Refuse("SetGpuLockedClocks")
 }
-func (d roDevice) ResetGpuLockedClocks() nvml.Return { return d.r.refuse("ResetGpuLockedClocks") }
+func (d roDevice) ResetGpuLockedClocks() nvml.Return { return d.r.Refuse("ResetGpuLockedClocks") }
 func (d roDevice) SetMemoryLockedClocks(uint32, uint32) nvml.Return {
-	return d.r.refuse("SetMemoryLockedClocks")
+	return d.r.Refuse("SetMemoryLockedClocks")
 }
 func (d roDevice) ResetMemoryLockedClocks() nvml.Return {
-	return d.r.refuse("ResetMemoryLockedClocks")
+	return d.r.Refuse("ResetMemoryLockedClocks")
 }
 func (d roDevice) SetApplicationsClocks(uint32, uint32) nvml.Return {
-	return d.r.refuse("SetApplicationsClocks")
+	return d.r.Refuse("SetApplicationsClocks")
 }
 func (d roDevice) ResetApplicationsClocks() nvml.Return {
-	return d.r.refuse("ResetApplicationsClocks")
+	return d.r.Refuse("ResetApplicationsClocks")
 }
 func (d roDevice) SetPowerManagementLimit(uint32) nvml.Return {
-	return d.r.refuse("SetPowerManagementLimit")
+	return d.r.Refuse("SetPowerManagementLimit")
 }
-func (d roDevice) SetEccMode(nvml.EnableState) nvml.Return { return d.r.refuse("SetEccMode") }
+func (d roDevice) SetEccMode(nvml.EnableState) nvml.Return { return d.r.Refuse("SetEccMode") }
 func (d roDevice) ClearEccErrorCounts(nvml.EccCounterType) nvml.Return {
-	return d.r.refuse("ClearEccErrorCounts")
+	return d.r.Refuse("ClearEccErrorCounts")
 }
 func (d roDevice) SetGpuOperationMode(nvml.GpuOperationMode) nvml.Return {
-	return d.r.refuse("SetGpuOperationMode")
+	return d.r.Refuse("SetGpuOperationMode")
 }
 func (d roDevice) SetAccountingMode(nvml.EnableState) nvml.Return {
-	return d.r.refuse("SetAccountingMode")
+	return d.r.Refuse("SetAccountingMode")
 }
-func (d roDevice) ClearAccountingPids() nvml.Return { return d.r.refuse("ClearAccountingPids") }
+func (d roDevice) ClearAccountingPids() nvml.Return { return d.r.Refuse("ClearAccountingPids") }
 func (d roDevice) SetAutoBoostedClocksEnabled(nvml.EnableState) nvml.Return {
-	return d.r.refuse("SetAutoBoostedClocksEnabled")
+	return d.r.Refuse("SetAutoBoostedClocksEnabled")
 }
 func (d roDevice) SetDefaultAutoBoostedClocksEnabled(nvml.EnableState, uint32) nvml.Return {
-	return d.r.refuse("SetDefaultAutoBoostedClocksEnabled")
+	return d.r.Refuse("SetDefaultAutoBoostedClocksEnabled")
 }
 func (d roDevice) SetAPIRestriction(nvml.RestrictedAPI, nvml.EnableState) nvml.Return {
-	return d.r.refuse("SetAPIRestriction")
+	return d.r.Refuse("SetAPIRestriction")
 }
 
 func (d roDevice) GetMigDeviceHandleByIndex(i int) (nvml.Device, nvml.Return) {
@@ -196,7 +203,7 @@ func (d roDevice) GetGpuInstances(info *nvml.GpuInstanceProfileInfo) ([]nvml.Gpu
 
 type roGpuInstance struct {
 	nvml.GpuInstance
-	r *refusals
+	r *Refusals
 }
 
 func (g roGpuInstance) ci(c nvml.ComputeInstance) nvml.ComputeInstance {
@@ -206,12 +213,12 @@ func (g roGpuInstance) ci(c nvml.ComputeInstance) nvml.ComputeInstance {
 	return roComputeInstance{ComputeInstance: c, r: g.r}
 }
 
-func (g roGpuInstance) Destroy() nvml.Return { return g.r.refuse("GpuInstance.Destroy") }
+func (g roGpuInstance) Destroy() nvml.Return { return g.r.Refuse("GpuInstance.Destroy") }
 func (g roGpuInstance) CreateComputeInstance(*nvml.ComputeInstanceProfileInfo) (nvml.ComputeInstance, nvml.Return) {
-	return nil, g.r.refuse("CreateComputeInstance")
+	return nil, g.r.Refuse("CreateComputeInstance")
 }
 func (g roGpuInstance) CreateComputeInstanceWithPlacement(*nvml.ComputeInstanceProfileInfo, *nvml.ComputeInstancePlacement) (nvml.ComputeInstance, nvml.Return) {
-	return nil, g.r.refuse("CreateComputeInstanceWithPlacement")
+	return nil, g.r.Refuse("CreateComputeInstanceWithPlacement")
 }
 func (g roGpuInstance) GetInfo() (nvml.GpuInstanceInfo, nvml.Return) {
 	info, ret := g.GpuInstance.GetInfo()
@@ -235,10 +242,10 @@ func (g roGpuInstance) GetComputeInstances(info *nvml.ComputeInstanceProfileInfo
 
 type roComputeInstance struct {
 	nvml.ComputeInstance
-	r *refusals
+	r *Refusals
 }
 
-func (c roComputeInstance) Destroy() nvml.Return { return c.r.refuse("ComputeInstance.Destroy") }
+func (c roComputeInstance) Destroy() nvml.Return { return c.r.Refuse("ComputeInstance.Destroy") }
 func (c roComputeInstance) GetInfo() (nvml.ComputeInstanceInfo, nvml.Return) {
 	info, ret := c.ComputeInstance.GetInfo()
 	if info.Device != nil {
