@@ -233,6 +233,12 @@ func waitPluginReady(t *testing.T, what string, want func(corev1.Pod) bool) {
 // gpuTemplate is a ResourceClaimTemplate for one GPU that a CEL selector
 // picks, the request named "gpu".
 func gpuTemplate(name, namespace, selector string) string {
+	return classTemplate(name, namespace, "gpu.nvidia.com", selector)
+}
+
+// classTemplate is a ResourceClaimTemplate for one device of a class that
+// a CEL selector picks, the request named "gpu".
+func classTemplate(name, namespace, class, selector string) string {
 	return fmt.Sprintf(`apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {name: %s, namespace: %s}
@@ -242,9 +248,9 @@ spec:
       requests:
       - name: gpu
         exactly:
-          deviceClassName: gpu.nvidia.com
+          deviceClassName: %s
           selectors: [{cel: {expression: %q}}]
-`, name, namespace, selector)
+`, name, namespace, class, selector)
 }
 
 // badConfigTemplate has a GpuConfig with a misspelt field (intervall),

@@ -66,18 +66,7 @@ func TestAdminMonitorOnBusyMIGNode(t *testing.T) {
 	kubectl(t, "label", "namespace", admin, "resource.kubernetes.io/admin-access=true")
 
 	applyYAML(t, gpuTemplate("whole", work, "!device.allowMultipleAllocations"))
-	applyYAML(t, fmt.Sprintf(`apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: small, namespace: %s}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly:
-          deviceClassName: mig.nvidia.com
-          selectors: [{cel: {expression: "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}}]
-`, work))
+	applyYAML(t, classTemplate("small", work, "mig.nvidia.com", "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"))
 	applyYAML(t, claimPod("whole", work, "whole", "", map[string]string{"ctr": ""}))
 	applyYAML(t, claimPod("small", work, "small", "", map[string]string{"ctr": ""}))
 	waitRunningIn(t, work, "whole", "small")
