@@ -15,11 +15,13 @@ import (
 
 	"github.com/spf13/cobra"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/node"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
@@ -71,6 +73,19 @@ func newDemoCommand() *cobra.Command {
 	return cmd
 }
 
+// startDriver starts the plugin of an in-process node (internal/node) as
+// the DaemonSet would, publishing as publish says.
+func startDriver(nodeName string, publish resourceslices.Options) node.StartFunc {
+	return func(ctx context.Context, dirs node.Dirs, client kubernetes.Interface, be *backend.Backend) (node.Plugin, error) {
+		d, err := driver.Start(ctx, driver.Config{DriverName: driverName, NodeName: nodeName, Client: client, Backend: be,
+			StateDir: dirs.State, CDIDir: dirs.CDI, PluginDir: dirs.Plugin, RegistrarDir: dirs.Registry, Publish: publish})
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
+	}
+}
+
 func runDemo(ctx context.Context, profile, smi string) (err error) {
 	// The allocator's failures end the demo with an error, after the
 	// deferred cleanups below.
@@ -79,7 +94,8 @@ func runDemo(ctx context.Context, profile, smi string) (err error) {
 	// The plugin's own logs would drown the table; errors still reach stderr.
 	klog.LogToStderr(false)
 	klog.SetOutput(io.Discard)
-	n, err := node.New(node.Config{DriverName: driverName, NodeName: nodeName, Publish: resourceslices.Options{DynamicMIG: true}})
+	n, err := node.New(node.Config{DriverName: driverName, NodeName: nodeName,
+		Start: startDriver(nodeName, resourceslices.Options{DynamicMIG: true})})
 	if err != nil {
 		return err
 	}

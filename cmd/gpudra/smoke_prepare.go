@@ -28,6 +28,7 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
@@ -96,7 +97,7 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	n, err := node.New(node.Config{DriverName: driverName, NodeName: smokeNode})
+	n, err := node.New(node.Config{DriverName: driverName, NodeName: smokeNode, Start: startDriver(smokeNode, resourceslices.Options{})})
 	if err != nil {
 		r.fail("work directory", "%v", err)
 		return

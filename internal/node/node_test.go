@@ -10,14 +10,25 @@ import (
 	"testing"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"
 )
 
 // A claim prepared on the node leaves a CDI spec and a record; unprepared,
 // nothing; Close removes the node's directories.
 func TestPrepareUnprepareLeavesNothing(t *testing.T) {
 	ctx := context.Background()
-	n, err := New(Config{DriverName: "gpu.nvidia.com", NodeName: "node-test"})
+	start := func(ctx context.Context, dirs Dirs, client kubernetes.Interface, be *backend.Backend) (Plugin, error) {
+		d, err := driver.Start(ctx, driver.Config{DriverName: "gpu.nvidia.com", NodeName: "node-test", Client: client, Backend: be,
+			StateDir: dirs.State, CDIDir: dirs.CDI, PluginDir: dirs.Plugin, RegistrarDir: dirs.Registry})
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
+	}
+	n, err := New(Config{DriverName: "gpu.nvidia.com", NodeName: "node-test", Start: start})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,20 +14,17 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
-	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
+	inode "github.com/gpu-dra-driver/gpu-dra-driver/internal/node"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
@@ -40,13 +37,18 @@ const (
 )
 
 // node is a plugin under test on temp dirs, reached like the kubelet
-// reaches it: gRPC over its unix socket.
+// reaches it: gRPC over its unix socket. The in-process node
+// (internal/node) builds it; node adds the driver's private settings and
+// keeps the *Driver for tests that read its state.
 type node struct {
-	t       testing.TB
-	root    string
-	client  *fake.Clientset
-	driver  *Driver
-	cancel  context.CancelFunc
+	t      testing.TB
+	in     *inode.Node
+	root   string
+	client *fake.Clientset
+	driver *Driver
+	cancel context.CancelFunc
+	// kubelet and conn are the node's DRA client and connection while
+	// the plugin runs.
 	kubelet drapb.DRAPluginClient
 	conn    *grpc.ClientConn
 	// dynamicMIG and fractional are passed to the driver at every start.
@@ -57,8 +59,9 @@ type node struct {
 	// (POD_UID): the sockets then carry the UID in their names.
 	podUID types.UID
 	// api, when set, is the client the plugin gets instead of client (an
-	// API server that refuses or hangs); start then does not wait for
-	// the background reconciliation. mpsRunner replaces local daemons.
+	// API server that refuses or hangs); start then waits neither for
+	// slices nor for the background reconciliation. mpsRunner replaces
+	// local daemons.
 	api       kubernetes.Interface
 	mpsRunner sharing.Runner
 }
@@ -91,11 +94,30 @@ func newNodeWith(t testing.TB, profile string, dynamicMIG bool) *node {
 // newNodeAt starts a node on an existing root (e.g. with simulated state).
 func newNodeAt(t testing.TB, root, profile string, dynamicMIG bool) *node {
 	t.Helper()
-	n := &node{t: t, root: root, dynamicMIG: dynamicMIG, client: fakeapi.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode, UID: "node-uid"}})}
+	n := &node{t: t, root: root, dynamicMIG: dynamicMIG}
+	n.in = inode.NewAt(inode.Config{DriverName: testDriver, NodeName: testNode, NodeUID: "node-uid", Start: n.startDriver}, root)
+	n.client = n.in.Client
 	n.start(profile)
 	t.Cleanup(n.stop)
 	t.Cleanup(n.stopMPSDaemons) // runs before the state dir is removed
 	return n
+}
+
+// startDriver is the node's inode.StartFunc: Start with the test's settings.
+func (n *node) startDriver(ctx context.Context, dirs inode.Dirs, client kubernetes.Interface, be *backend.Backend) (inode.Plugin, error) {
+	d, err := Start(ctx, Config{
+		DriverName: testDriver, NodeName: testNode, Client: client, Backend: be, MPSRunner: n.mpsRunner,
+		StateDir: dirs.State, CDIDir: dirs.CDI, PluginDir: dirs.Plugin, RegistrarDir: dirs.Registry,
+		Publish:           resourceslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional},
+		Health:            n.health,
+		RollingUpdateUID:  n.podUID,
+		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.driver = d
+	return d, nil
 }
 
 // stopMPSDaemons ends stand-in daemons a failed test may have left running.
@@ -107,49 +129,30 @@ func (n *node) stopMPSDaemons() {
 	}
 }
 
-func (n *node) dir(name string) string { return filepath.Join(n.root, name) }
+func (n *node) dir(name string) string { return n.in.Dir(name) }
 
 func (n *node) start(profile string) {
 	n.t.Helper()
-	be, err := backend.Open(backend.Options{SimulateProfile: profile, NodeName: testNode, StateDir: n.dir("state")})
+	be, err := backend.Open(backend.Options{SimulateProfile: profile, NodeName: testNode, StateDir: n.in.StateDir()})
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().V(3)))
 	n.cancel = cancel
-	var api kubernetes.Interface = n.client
-	if n.api != nil {
-		api = n.api
-	}
-	n.driver, err = Start(ctx, Config{
-		DriverName: testDriver, NodeName: testNode, Client: api, Backend: be, MPSRunner: n.mpsRunner,
-		StateDir: n.dir("state"), CDIDir: n.dir("cdi"), PluginDir: n.dir("plugin"), RegistrarDir: n.dir("registry"),
-		Publish:           resourceslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional},
-		Health:            n.health,
-		RollingUpdateUID:  n.podUID,
-		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},
-	})
-	if err != nil {
+	n.in.API = n.api
+	if err := n.in.Start(ctx, be); err != nil {
 		n.t.Fatal(err)
 	}
-	if n.api == nil {
-		waitReconciled(n.t, n.driver)
-	}
-	n.conn, err = grpc.NewClient("unix://"+n.driver.DRASocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.kubelet = drapb.NewDRAPluginClient(n.conn)
+	n.conn, n.kubelet = n.in.Conn, n.in.Kubelet
 }
 
 func (n *node) stop() {
 	if n.driver == nil {
 		return
 	}
-	n.conn.Close()
-	n.driver.Stop()
+	n.in.Stop()
 	n.cancel()
-	n.driver = nil
+	n.driver, n.conn, n.kubelet = nil, nil, nil
 }
 
 func (n *node) restart(profile string) {
@@ -201,38 +204,34 @@ func (n *node) adminClaim(name string, devices []string) *resourceapi.ResourceCl
 }
 
 func pbClaims(claims ...*resourceapi.ResourceClaim) []*drapb.Claim {
-	out := make([]*drapb.Claim, 0, len(claims))
-	for _, c := range claims {
-		out = append(out, &drapb.Claim{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)})
-	}
-	return out
+	return inode.KubeletClaims(claims...)
 }
 
 func (n *node) prepare(claims ...*resourceapi.ResourceClaim) map[string]*drapb.NodePrepareResourceResponse {
 	n.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := n.kubelet.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: pbClaims(claims...)})
+	answers, err := n.in.PrepareClaims(ctx, claims...)
 	if err != nil {
 		n.t.Fatalf("NodePrepareResources: %v", err)
 	}
-	return resp.Claims
+	return answers
 }
 
 func (n *node) unprepare(claims ...*resourceapi.ResourceClaim) map[string]*drapb.NodeUnprepareResourceResponse {
 	n.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := n.kubelet.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: pbClaims(claims...)})
+	answers, err := n.in.UnprepareClaims(ctx, claims...)
 	if err != nil {
 		n.t.Fatalf("NodeUnprepareResources: %v", err)
 	}
-	for uid, r := range resp.Claims {
+	for uid, r := range answers {
 		if r.Error != "" {
 			n.t.Fatalf("unprepare %s: %s", uid, r.Error)
 		}
 	}
-	return resp.Claims
+	return answers
 }
 
 // mustPrepare prepares a claim and returns the CDI IDs of its devices,
@@ -269,8 +268,12 @@ func (n *node) specPath(c *resourceapi.ResourceClaim) string {
 }
 
 func (n *node) checkpointFiles() []string {
-	files, _ := filepath.Glob(filepath.Join(n.dir("state"), "checkpoint", "*.json"))
-	return files
+	n.t.Helper()
+	left, err := n.in.Leftovers()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return left.Records
 }
 
 func (n *node) claimObj(name string) *resourceapi.ResourceClaim {
@@ -297,16 +300,15 @@ func (n *node) writeStartedRecord(c *resourceapi.ResourceClaim) error {
 // resourceslice controller creates them in the background.
 func (n *node) publishedSlices() []resourceapi.ResourceSlice {
 	n.t.Helper()
-	var list *resourceapi.ResourceSliceList
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		var err error
-		list, err = n.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		return err == nil && resourceslices.CompletePool(list.Items), err
-	})
+	published, err := n.in.PublishedSlices(context.Background())
 	if err != nil {
 		n.t.Fatalf("ResourceSlices not published: %v", err)
 	}
-	return list.Items
+	out := make([]resourceapi.ResourceSlice, 0, len(published))
+	for _, s := range published {
+		out = append(out, *s)
+	}
+	return out
 }
 
 // requireStillPrepared checks that a plugin which was restarted or
@@ -323,18 +325,5 @@ func (n *node) requireStillPrepared(claim *resourceapi.ResourceClaim, ids []stri
 	n.unprepare(claim)
 	if _, err := os.Stat(n.specPath(claim)); !os.IsNotExist(err) {
 		n.t.Fatal("CDI spec left after unprepare in restarted plugin")
-	}
-}
-
-// waitReconciled waits for the background pass that unprepares claims
-// deleted while the plugin was down, as tests that check its result must.
-func waitReconciled(t testing.TB, d *Driver) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !d.Reconciled() {
-		if time.Now().After(deadline) {
-			t.Fatal("the plugin did not check its prepared claims against the API within 30s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
