@@ -40,7 +40,7 @@ func shortRoot(t *testing.T) string {
 // socket, Running finds it by its pid file and environment, clients hear
 // from it, and Stop ends it; stopping it again is no error.
 func TestProcessRunnerRunsTheStandIn(t *testing.T) {
-	m := &MPS{Root: shortRoot(t), Runner: ProcessRunner{Launcher: StandIn{}}, ReadyTimeout: 20 * time.Second}
+	m := &MPS{Root: shortRoot(t), Runner: ProcessRunner{Launcher: StandIn{}}, ReadyTimeout: 60 * time.Second}
 	d := m.Daemon("GPU-a")
 	ctx := context.Background()
 	if ok, err := m.Runner.Running(ctx, d); ok || err != nil {
@@ -72,7 +72,19 @@ func TestProcessRunnerRunsTheStandIn(t *testing.T) {
 	out := &syncBuffer{}
 	clientDone := make(chan error, 1)
 	go func() { clientDone <- RunStandInClient(context.Background(), d.PipeDir(), out) }()
-	waitFor(t, func() bool { return strings.Contains(out.String(), StandInGreeting+strconv.Itoa(pid)) })
+	// Generous: `make test` runs every package at once under the race
+	// detector on 2 cores. A client that ended fails at once, with why.
+	greeting := StandInGreeting + strconv.Itoa(pid)
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(out.String(), greeting); time.Sleep(10 * time.Millisecond) {
+		select {
+		case err := <-clientDone:
+			t.Fatalf("the client ended before its daemon greeted it: %v; output %q", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no greeting %q within 60s; client output %q", greeting, out.String())
+		}
+	}
 
 	if err := m.Stop(d); err != nil {
 		t.Fatal(err)
@@ -88,7 +100,7 @@ func TestProcessRunnerRunsTheStandIn(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "went away") {
 			t.Errorf("client of a stopped daemon: %v, want it told the daemon went away", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Error("the client did not notice its daemon stopped")
 	}
 	if ok, _ := m.Runner.Running(ctx, d); ok {
@@ -179,7 +191,7 @@ func TestProcessRunnerStopKillsADaemonThatIgnoresSIGTERM(t *testing.T) {
 		cmd := exec.Command("sh", "-c", `trap "" TERM; touch "$P"; while :; do sleep 0.1; done`)
 		cmd.Env = append(os.Environ(), "P="+d.ControlPipe(), "DAEMON_DIR="+d.Dir)
 		return cmd
-	})}, ReadyTimeout: 10 * time.Second}
+	})}, ReadyTimeout: 60 * time.Second}
 	d := m.Daemon("GPU-a")
 	if err := m.Ensure(d); err != nil {
 		t.Fatal(err)
@@ -238,7 +250,7 @@ func TestStandInClient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(60 * time.Second):
 		t.Fatal("the stand-in did not stop with its context")
 	}
 	for _, f := range []string{filepath.Join(dir, "pipe", "control"), filepath.Join(dir, "daemon.pid")} {
@@ -343,10 +355,10 @@ func (b *syncBuffer) String() string {
 // waitFor polls cond for up to 10s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if cond() {
 			return
 		}
 	}
-	t.Fatal("condition not met within 10s")
+	t.Fatal("condition not met within 60s")
 }
