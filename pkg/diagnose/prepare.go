@@ -75,34 +75,27 @@ func classifyPrepareError(msg string) (failed, verdict string) {
 	if !ok {
 		return "prepare", "the plugin failed to prepare its claims: " + lastPart(msg)
 	}
-	var why string
-	switch s {
-	case step.Claim:
-		why = "the claim cannot be prepared as allocated: " + detail + ". Fix the claim's requests (or its template) and recreate the pod"
-	case step.Fence:
-		why = "the plugin pod that answered is being replaced by a newer one: " + detail + ". The kubelet retries with the new plugin pod; wait for the rolling update to finish"
-	case step.Checkpoint:
-		why = "the plugin's checkpoint could not record the claim: " + detail + ". See the plugin's logs"
-	case step.Restore:
-		why = "restoring the claim's devices after a node reboot or GPU reset failed: " + detail + ". Delete the pod so that its claim is allocated again"
-	case step.Rollback:
-		why = "undoing an earlier, unfinished prepare of the claim failed: " + detail + ". The kubelet retries; see the plugin's logs"
-	case step.Config:
-		why = "the claim's opaque config is invalid: " + detail + ". Fix that field in the ResourceClaim (or its template) and recreate the pod"
-	case step.Device:
-		why = "the allocated device is gone from the node: " + detail + ". Delete the pod so that its claim is allocated again"
-	case step.Reserve:
-		why = "the allocated device is in use by another claim prepared on the node: " + detail + ". Run `gpudra diagnose node` to see which claims hold the node's devices"
-	case step.MIG:
-		why = "configuring MIG failed: " + detail + ". Run `gpudra diagnose node` and check the GPU's MIG state (nvidia-smi mig -lgi)"
-	case step.Sharing:
-		why = "setting up GPU sharing (time slice or MPS) failed: " + detail
-	case step.CDI:
-		why = "writing the CDI spec failed: " + detail + ". Check the plugin's CDI directory (chart value cdiRoot) and its logs"
-	default: // a step of a newer plugin
-		why = fmt.Sprintf("the plugin failed to prepare its claims in step %s: %s", s, detail)
+	if a, ok := stepAdvice[s]; ok {
+		return string(s), a.what + detail + a.then
 	}
-	return string(s), why
+	// A step of a newer plugin.
+	return string(s), fmt.Sprintf("the plugin failed to prepare its claims in step %s: %s", s, detail)
+}
+
+// stepAdvice says, per prepare step, what failed (before the plugin's
+// detail) and what to do (after it).
+var stepAdvice = map[step.Step]struct{ what, then string }{
+	step.Claim:      {"the claim cannot be prepared as allocated: ", ". Fix the claim's requests (or its template) and recreate the pod"},
+	step.Fence:      {"the plugin pod that answered is being replaced by a newer one: ", ". The kubelet retries with the new plugin pod; wait for the rolling update to finish"},
+	step.Checkpoint: {"the plugin's checkpoint could not record the claim: ", ". See the plugin's logs"},
+	step.Restore:    {"restoring the claim's devices after a node reboot or GPU reset failed: ", ". Delete the pod so that its claim is allocated again"},
+	step.Rollback:   {"undoing an earlier, unfinished prepare of the claim failed: ", ". The kubelet retries; see the plugin's logs"},
+	step.Config:     {"the claim's opaque config is invalid: ", ". Fix that field in the ResourceClaim (or its template) and recreate the pod"},
+	step.Device:     {"the allocated device is gone from the node: ", ". Delete the pod so that its claim is allocated again"},
+	step.Reserve:    {"the allocated device is in use by another claim prepared on the node: ", ". Run `gpudra diagnose node` to see which claims hold the node's devices"},
+	step.MIG:        {"configuring MIG failed: ", ". Run `gpudra diagnose node` and check the GPU's MIG state (nvidia-smi mig -lgi)"},
+	step.Sharing:    {"setting up GPU sharing (time slice or MPS) failed: ", ""},
+	step.CDI:        {"writing the CDI spec failed: ", ". Check the plugin's CDI directory (chart value cdiRoot) and its logs"},
 }
 
 // lastPart drops the kubelet's wrapping ("Failed to prepare dynamic

@@ -34,7 +34,7 @@ func DeviceTable(inv *nvdev.Inventory, o resourceslices.Options, records []check
 // PreviewDeviceTable is DeviceTable for a node's state directory, read
 // without changing anything in it.
 func PreviewDeviceTable(inv *nvdev.Inventory, o resourceslices.Options, stateDir string) (resourceslices.Table, error) {
-	records, err := checkpoint.ReadOnly(checkpointDir(stateDir))
+	records, err := checkpoint.ReadOnly(checkpoint.Dir(stateDir))
 	if err != nil {
 		return resourceslices.Table{}, fmt.Errorf("read the checkpoint: %w", err)
 	}

@@ -86,9 +86,6 @@ type Driver struct {
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 
-// checkpointDir holds the claim records under the plugin's state dir.
-func checkpointDir(stateDir string) string { return checkpoint.Dir(stateDir) }
-
 // Start recovers the checkpoint from local state, serves the kubelet, and
 // leaves everything that needs the API server (publishing slices, removing
 // claims deleted meanwhile, reporting) to the background: a node that
@@ -103,7 +100,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	// Another instance of the plugin may still serve this node (rolling
 	// update): wait for its in-flight calls, then own the state.
-	fence, err := checkpoint.NewFence(checkpointDir(cfg.StateDir), instanceToken(cfg.RollingUpdateUID))
+	fence, err := checkpoint.NewFence(checkpoint.Dir(cfg.StateDir), instanceToken(cfg.RollingUpdateUID))
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +114,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 			releaseFence()
 		}
 	}()
-	store, rec, err := checkpoint.Open(checkpointDir(cfg.StateDir))
+	store, rec, err := checkpoint.Open(checkpoint.Dir(cfg.StateDir))
 	if err != nil {
 		return nil, err
 	}

@@ -232,15 +232,20 @@ func (s *State) enter() (func(), error) {
 // unprepare locks the devices of a (possibly partial) prepare and undoes
 // it. The caller holds the claim lock and no device lock.
 func (s *State) unprepare(_ context.Context, rec checkpoint.PreparedClaim) error {
+	defer s.lockRecordDevices(rec)()
+	return s.undo(rec)
+}
+
+// lockRecordDevices locks the devices a record names that the node still
+// has, and returns the unlock.
+func (s *State) lockRecordDevices(rec checkpoint.PreparedClaim) func() {
 	keys := make([]string, 0, len(rec.Devices))
 	for _, d := range rec.Devices {
 		if dev, ok := s.Devices[d.Device]; ok {
 			keys = append(keys, dev.lockKey())
 		}
 	}
-	unlockDevices := s.deviceLocks.Lock(keys...)
-	defer unlockDevices()
-	return s.undo(rec)
+	return s.deviceLocks.Lock(keys...)
 }
 
 // undo reverses every step of a (possibly partial) prepare. The caller
@@ -276,14 +281,7 @@ func (s *State) retryRestore(ctx context.Context, rec checkpoint.PreparedClaim) 
 	if rec.State != checkpoint.RestorePending && s.unrestoredErr(rec.UID) == nil {
 		return nil
 	}
-	keys := make([]string, 0, len(rec.Devices))
-	for _, d := range rec.Devices {
-		if dev, ok := s.Devices[d.Device]; ok {
-			keys = append(keys, dev.lockKey())
-		}
-	}
-	unlockDevices := s.deviceLocks.Lock(keys...)
-	defer unlockDevices()
+	defer s.lockRecordDevices(rec)()
 	_, err := s.restore(klog.FromContext(ctx), rec)
 	return err
 }
