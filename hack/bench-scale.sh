@@ -10,11 +10,20 @@
 # Usage: hack/bench-scale.sh [benchscale flags...]
 # Env: NODES (100,500), LAYOUTS (whole,mig-1g,mig-whole,frac-20gi),
 #      MODES (claims,templates), REPEATS (2), CPUPROFILE (layout/nodes/mode),
-#      PODS_PER_NODE (whole=4,mig-1g=1,mig-whole=1,frac-20gi=4), OUT (/tmp/perf-scale-table.md).
+#      PODS_PER_NODE (whole=4,mig-1g=1,mig-whole=1,frac-20gi=4), OUT (/tmp/perf-scale-table.md),
+#      GATES: default (Kubernetes 1.37's defaults, what a production cluster
+#      runs: every gate this driver needs is on), cluster (the local cluster's,
+#      every alpha DRA gate on too: the scheduler then uses the experimental
+#      allocator and the node-allocatable checks) or an explicit list.
 set -euo pipefail
 source "$(dirname "$0")/cluster/lib.sh"
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 source <(grep '^DRA_GATES=' "$REPO/hack/cluster/cluster.sh")
+case ${GATES:-default} in
+  default) gates= ;;
+  cluster) gates=$DRA_GATES ;;
+  *) gates=$GATES ;;
+esac
 export CGO_CFLAGS=${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}
 for c in etcd kube-apiserver kube-scheduler kube-controller-manager helm; do
   command -v "$c" >/dev/null || die "$c is not built; run hack/cluster/build.sh all"
@@ -28,9 +37,9 @@ go build -tags grpcnotrace -o "$work/gpu-kubelet-plugin" ./cmd/gpu-kubelet-plugi
 go build -o "$work/benchscale" ./hack/benchscale
 # The chart's DeviceClasses, as the chart renders them.
 helm template bench deployments/helm/gpu-dra-driver --kube-version "v$K8S_VERSION" >"$work/chart.yaml"
-say "benchmark in $work; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+say "benchmark in $work; feature gates: ${gates:-1.37 defaults}; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
 "$work/benchscale" -k8s-bin "$BIN_K8S" -etcd-bin "$BIN_ETCD" -plugin "$work/gpu-kubelet-plugin" \
-  -deviceclasses "$work/chart.yaml" -feature-gates "$DRA_GATES" -work-dir "$work/runs" \
+  -deviceclasses "$work/chart.yaml" -feature-gates "$gates" -work-dir "$work/runs" \
   -nodes "${NODES:-100,500}" -layouts "${LAYOUTS:-whole,mig-1g,frac-20gi,mig-whole}" \
   -modes "${MODES:-claims,templates}" -repeats "${REPEATS:-2}" \
   -pods-per-node "${PODS_PER_NODE:-whole=4,mig-1g=1,mig-whole=1,frac-20gi=4}" ${CPUPROFILE:+-cpuprofile "$CPUPROFILE"} -out "$OUT" -json "${OUT%.md}.json" "$@"

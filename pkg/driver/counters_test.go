@@ -282,7 +282,7 @@ func TestCountersOfPreparedDevicesNeverChange(t *testing.T) {
 		"counter set gone": func(s poolSnapshot) poolSnapshot { delete(s.counters, "gpu-0-counters"); return s },
 		"counter set shrunk": func(s poolSnapshot) poolSnapshot {
 			c := s.counters["gpu-0-counters"][0].DeepCopy()
-			c.Counters["compute-slices"] = resourceapi.Counter{Value: resource.MustParse("6")}
+			c.Counters["memory-slice-7"] = resourceapi.Counter{Value: resource.MustParse("0")}
 			s.counters["gpu-0-counters"] = []resourceapi.CounterSet{*c}
 			return s
 		},

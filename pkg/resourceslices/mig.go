@@ -66,9 +66,9 @@ func fullProfile(g *nvdev.GPU) nvdev.MigProfile {
 
 // migCounterSet describes what a GPU can be carved into: one counter per
 // memory slice (so overlapping placements exclude each other), compute
-// slices, memory (a guard where a profile's memory spans more than its
-// placement's slices), and an instance cap for profiles the hardware limits to fewer
-// instances than it has placements. Engines (decoders, JPEG, OFA) are not
+// slices and memory (guards, published only where the memory slices do not
+// already imply them: implied.go), and an instance cap for profiles the
+// hardware limits to fewer instances than it has placements. Engines (decoders, JPEG, OFA) are not
 // counters: the hardware binds them to slices, so per-profile engine counts
 // do not add up to the GPU's total (seven 1g.10gb devices each have a
 // decoder on an A100-80GB with five); the slice counters already keep
@@ -174,5 +174,7 @@ func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.Count
 			placements = append(placements, migPlacement{entry: e, profile: p})
 		}
 	}
-	return set, append(entries, packingOrder(set, placements)...)
+	entries = append(entries, packingOrder(set, placements)...)
+	pruneImpliedCounters(&set, entries, placements)
+	return set, entries
 }

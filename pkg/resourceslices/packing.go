@@ -126,35 +126,23 @@ func placementWaste(set resourceapi.CounterSet, placements []migPlacement) []int
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	capacity := make([]int64, len(names))
+	uses, capacity := counterMatrix(set, placements, names)
 	var totalCompute, totalMemSlices int64
+	compute := make([]int64, len(placements))
+	memSlices := make([]int64, len(placements))
 	for i, n := range names {
-		q := set.Counters[n].Value
-		capacity[i] = q.Value()
 		switch {
 		case n == counterComputeSlices:
 			totalCompute = capacity[i]
 		case strings.HasPrefix(n, "memory-slice-"):
 			totalMemSlices += capacity[i]
+		default:
+			continue
 		}
-	}
-	uses := make([][]int64, len(placements))
-	compute := make([]int64, len(placements))
-	memSlices := make([]int64, len(placements))
-	for j, p := range placements {
-		uses[j] = make([]int64, len(names))
-		for _, c := range p.entry.Device.ConsumesCounters {
-			for i, n := range names {
-				if q, ok := c.Counters[n]; ok {
-					uses[j][i] = q.Value.Value()
-				}
-			}
-		}
-		for i, n := range names {
-			switch {
-			case n == counterComputeSlices:
+		for j := range placements {
+			if n == counterComputeSlices {
 				compute[j] = uses[j][i]
-			case strings.HasPrefix(n, "memory-slice-"):
+			} else {
 				memSlices[j] += uses[j][i]
 			}
 		}
@@ -162,26 +150,17 @@ func placementWaste(set resourceapi.CounterSet, placements []migPlacement) []int
 
 	bestCompute := make([]int64, len(placements))
 	bestMem := make([]int64, len(placements))
-	used := make([]int64, len(names))
-	var members []int
-	var walk func(from int, c, m int64)
-	walk = func(from int, c, m int64) {
+	eachLayout(uses, capacity, func(members []int) {
+		var c, m int64
+		for _, j := range members {
+			c += compute[j]
+			m += memSlices[j]
+		}
 		for _, j := range members {
 			bestCompute[j] = max(bestCompute[j], c)
 			bestMem[j] = max(bestMem[j], m)
 		}
-		for j := from; j < len(placements); j++ {
-			if !countersFit(used, uses[j], capacity) {
-				continue
-			}
-			addCounters(used, uses[j], 1)
-			members = append(members, j)
-			walk(j+1, c+compute[j], m+memSlices[j])
-			members = members[:len(members)-1]
-			addCounters(used, uses[j], -1)
-		}
-	}
-	walk(0, 0, 0)
+	})
 
 	waste := make([]int64, len(placements))
 	for j := range placements {
