@@ -36,7 +36,7 @@ var everything = labels.Everything()
 
 // sync explains one pod: an Event when device taints alone keep it
 // Pending, unless the same one was posted less than MinRepeat ago.
-func (e *Explainer) sync(_ context.Context, key string) error {
+func (e *Explainer) sync(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil // not a key this explainer made: nothing to retry
@@ -62,9 +62,10 @@ func (e *Explainer) sync(_ context.Context, key string) error {
 		// No tainted device of this driver: nothing to explain, and no
 		// diagnosis to pay for.
 		e.forget(key)
+		e.dropListed()
 		return nil
 	}
-	snap, err := e.snapshot(pod, all, sc)
+	snap, err := e.snapshot(ctx, pod, all, sc)
 	if err != nil {
 		return err
 	}
@@ -93,11 +94,12 @@ func (e *Explainer) sync(_ context.Context, key string) error {
 // snapshot is what diagnose.DiagnosePod reads, from the caches, within
 // the taint scope (scope.go): the pod alone, all claims (their allocations
 // decide which devices are free), classes, and the slices and nodes in
-// scope. It holds copies of the cached structs, whose slices and maps
+// scope, the slices that the cache has only as stubs listed from the API
+// server (live.go). It holds copies of the structs, whose slices and maps
 // diagnose only reads. The plugin pods and metrics a diagnosis after
 // scheduling needs are left out: the verdict of a Pending pod does not
 // read them.
-func (e *Explainer) snapshot(pod *corev1.Pod, all []*resourceapi.ResourceSlice, sc scope) (*diagnose.Snapshot, error) {
+func (e *Explainer) snapshot(ctx context.Context, pod *corev1.Pod, all []*resourceapi.ResourceSlice, sc scope) (*diagnose.Snapshot, error) {
 	s := &diagnose.Snapshot{DriverName: e.cfg.DriverName, Pods: []corev1.Pod{*pod}}
 	var err error
 	if s.Claims, err = values(e.claims.List(everything)); err != nil {
@@ -110,7 +112,10 @@ func (e *Explainer) snapshot(pod *corev1.Pod, all []*resourceapi.ResourceSlice, 
 	if err != nil {
 		return nil, err
 	}
-	s.Slices, s.Nodes = inScope(all, sc.holds), inScope(nodes, sc.holdsNode)
+	if s.Slices, err = e.slicesInScope(ctx, all, sc); err != nil {
+		return nil, err
+	}
+	s.Nodes = inScope(nodes, sc.holdsNode)
 	return s, nil
 }
 

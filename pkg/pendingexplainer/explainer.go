@@ -9,7 +9,13 @@
 //
 // The verdict is pkg/diagnose's, the analysis behind `gpudra diagnose pod`
 // (the scheduler's CEL library and structured allocator), run over a
-// snapshot built from informer caches instead of API calls.
+// snapshot built from informer caches: pods not yet on a node, claims,
+// DeviceClasses and nodes whole, less what trim drops. ResourceSlices are
+// the exception, as their devices would be most of the memory (~1 MiB per
+// node of eight H100s with dynamic MIG): the cache keeps whole only the
+// slices with a NoSchedule or NoExecute taint of this driver, and stubs of
+// the others (stub.go). A diagnosis reads the rest of the few nodes it
+// looks at (scope.go) from the API server (live.go).
 package pendingexplainer
 
 import (
@@ -75,6 +81,9 @@ type Explainer struct {
 
 	mu     sync.Mutex
 	posted map[string]posted // pod key -> the last Event posted on it
+
+	liveMu sync.Mutex
+	live   map[string]listed // node or pool in scope -> its slices as listed (live.go)
 }
 
 type posted struct {
@@ -112,7 +121,7 @@ func New(ctx context.Context, cfg Config) (*Explainer, error) {
 	// the memory and never matter here.
 	e.podInf = informers.NewSharedInformerFactoryWithOptions(cfg.Client, cfg.Resync, informers.WithTransform(trim),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName=" }))
-	e.inf = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(trim))
+	e.inf = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(transform(cfg.DriverName)))
 	pods := e.podInf.Core().V1().Pods()
 	claims := e.inf.Resource().V1().ResourceClaims()
 	slices := e.inf.Resource().V1().ResourceSlices()
@@ -129,7 +138,9 @@ func New(ctx context.Context, cfg Config) (*Explainer, error) {
 			UpdateFunc: func(_, obj any) { e.podChanged(obj) },
 			DeleteFunc: e.podGone,
 		}},
-		// A slice change may add or clear a taint.
+		// A slice change may add or clear a taint. Stubs count: a new
+		// taint arrives as an update of one, and a changed untainted
+		// slice of a node in scope changes what it can allocate.
 		{slices.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { e.queue.AddAfter(allPods, allPodsDelay) },
 			UpdateFunc: func(any, any) { e.queue.AddAfter(allPods, allPodsDelay) },

@@ -44,6 +44,9 @@ type cluster struct {
 	tolerate bool   // the request tolerates it
 	reason   string // the pod's PodScheduled reason ("" for no condition)
 	slicesOf string // driver that publishes the node's devices
+	// dynamicMIG publishes the node as the driver does with dynamic MIG:
+	// a slice of counters, untainted, and one of the devices.
+	dynamicMIG bool
 	// others are more nodes (profile othersProfile, dynamic MIG), not
 	// tainted, whose GPU 1 other claims hold: the pod fits nowhere there.
 	others        int
@@ -61,7 +64,7 @@ func (c cluster) objects(t testing.TB) []runtime.Object {
 		t.Fatal(err)
 	}
 	objs := []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{corev1.LabelHostname: node}}}}
-	for i, s := range resourceslices.Objects(c.slicesOf, node, resourceslices.Build(node, inv, resourceslices.Options{})) {
+	for i, s := range resourceslices.Objects(c.slicesOf, node, resourceslices.Build(node, inv, resourceslices.Options{DynamicMIG: c.dynamicMIG})) {
 		s.Name = fmt.Sprintf("%s%d", s.GenerateName, i)
 		for j := range s.Spec.Devices {
 			if s.Spec.Devices[j].Name == c.tainted {
@@ -126,10 +129,15 @@ func otherNode(t testing.TB, name, profile string) []runtime.Object {
 // sync) with events going to a FakeRecorder.
 func start(t testing.TB, objs []runtime.Object) (*Explainer, *events.FakeRecorder, *testingclock.FakePassiveClock) {
 	t.Helper()
+	return startClient(t, fake.NewClientset(objs...))
+}
+
+func startClient(t testing.TB, client *fake.Clientset) (*Explainer, *events.FakeRecorder, *testingclock.FakePassiveClock) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	rec := events.NewFakeRecorder(10)
 	clk := testingclock.NewFakePassiveClock(time.Now())
-	e, err := New(ctx, Config{DriverName: driver, Client: fake.NewClientset(objs...), Recorder: rec, Clock: clk})
+	e, err := New(ctx, Config{DriverName: driver, Client: client, Recorder: rec, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
