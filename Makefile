@@ -10,7 +10,7 @@ export CGO_ENABLED ?= 1
 # keep every exported method of every type: +22 MB binary, +11 MiB idle RSS.
 GO_TAGS ?= grpcnotrace
 
-.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-packing bench-webhook bench-startup bench-api bench-scale demo demo-offline print-slices e2e chaos cluster-up cluster-down image chart-lint clean
+.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-packing bench-webhook bench-startup bench-api bench-scale bench-explain demo demo-offline print-slices e2e chaos cluster-up cluster-down image chart-lint clean
 
 help: ## Show targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -86,6 +86,9 @@ bench-api: ## Prepare/unprepare p50/p99 and cycles/s against a real kube-apiserv
 # Not in .ci/run: about 25 min on 2 shared cores (REPEATS=2). Env: NODES, LAYOUTS, MODES, REPEATS, PODS_PER_NODE, OUT.
 bench-scale: ## Scheduler pods/s and create-to-bind p50/p99 over 100 and 500 kubelet-less nodes with the plugin's slices (own etcd/apiserver/scheduler)
 	hack/bench-scale.sh
+
+bench-explain: ## Pending explainer (Event latency, webhook CPU/RSS) and gpudra diagnose over 100 and 500 dynamic-MIG nodes (own etcd/apiserver/scheduler)
+	hack/bench-explain.sh
 
 demo: ## Build, start a local Kubernetes 1.37 cluster, install the chart with simulated GPUs, run demo/specs
 	hack/demo.sh

@@ -8,9 +8,9 @@
 # a resourceclaim-only kube-controller-manager) on free loopback ports from
 # the cluster cache; the local cluster (make cluster-up) is not touched.
 # Usage: hack/bench-scale.sh [benchscale flags...]
-# Env: NODES (100,500), LAYOUTS (whole,mig-1g,mig-whole,frac-20gi),
+# Env: NODES (100,500), LAYOUTS (whole,mig-1g,mig3p-1g,mig-whole,frac-20gi),
 #      MODES (claims,templates), REPEATS (2), CPUPROFILE (layout/nodes/mode),
-#      PODS_PER_NODE (whole=4,mig-1g=1,mig-whole=1,frac-20gi=4), OUT (/tmp/perf-scale-table.md),
+#      PODS_PER_NODE (whole=4,mig-1g=1,mig3p-1g=1,mig-whole=1,frac-20gi=4), OUT (/tmp/perf-scale-table.md),
 #      GATES: default (Kubernetes 1.37's defaults, what a production cluster
 #      runs: every gate this driver needs is on), cluster (the local cluster's,
 #      every alpha DRA gate on too: the scheduler then uses the experimental
@@ -40,7 +40,7 @@ helm template bench deployments/helm/gpu-dra-driver --kube-version "v$K8S_VERSIO
 say "benchmark in $work; feature gates: ${gates:-1.37 defaults}; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
 "$work/benchscale" -k8s-bin "$BIN_K8S" -etcd-bin "$BIN_ETCD" -plugin "$work/gpu-kubelet-plugin" \
   -deviceclasses "$work/chart.yaml" -feature-gates "$gates" -work-dir "$work/runs" \
-  -nodes "${NODES:-100,500}" -layouts "${LAYOUTS:-whole,mig-1g,frac-20gi,mig-whole}" \
+  -nodes "${NODES:-100,500}" -layouts "${LAYOUTS:-whole,mig-1g,mig3p-1g,frac-20gi,mig-whole}" \
   -modes "${MODES:-claims,templates}" -repeats "${REPEATS:-2}" \
-  -pods-per-node "${PODS_PER_NODE:-whole=4,mig-1g=1,mig-whole=1,frac-20gi=4}" ${CPUPROFILE:+-cpuprofile "$CPUPROFILE"} -out "$OUT" -json "${OUT%.md}.json" "$@"
+  -pods-per-node "${PODS_PER_NODE:-whole=4,mig-1g=1,mig3p-1g=1,mig-whole=1,frac-20gi=4}" ${CPUPROFILE:+-cpuprofile "$CPUPROFILE"} -out "$OUT" -json "${OUT%.md}.json" "$@"
 say "bench-scale done in $(since "$t0") s; table in $OUT"

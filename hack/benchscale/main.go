@@ -65,10 +65,17 @@ func main() {
 	flag.DurationVar(&o.stall, "stall", 90*time.Second, "give a run up when no pod was bound for this long")
 	flag.StringVar(&o.profileCell, "cpuprofile", "", "layout/nodes/mode whose first run also takes a scheduler CPU profile (e.g. mig-1g/500/claims)")
 	flag.IntVar(&o.profileSecs, "cpuprofile-seconds", 20, "length of that profile")
+	x := addExplainFlags(flag.CommandLine) // the pending explainer instead (explain.go)
 	flag.Parse()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if err := run(ctx, o); err != nil {
+	var err error
+	if x.webhook != "" {
+		err = runExplain(ctx, o, x)
+	} else {
+		err = run(ctx, o)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchscale:", err)
 		os.Exit(1)
 	}

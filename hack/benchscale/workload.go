@@ -53,6 +53,9 @@ func layouts() []layout {
 	return []layout{
 		{name: "whole", pluginFlags: []string{"--feature-gates=DynamicMIG=false"}, request: whole},
 		{name: "mig-1g", request: mig1g},
+		// Dynamic MIG with three profiles published (--mig-profiles): 11
+		// devices per GPU instead of 26.
+		{name: "mig3p-1g", pluginFlags: []string{"--mig-profiles=1g.10gb,3g.40gb,7g.80gb"}, request: mig1g},
 		{name: "mig-whole", request: whole},
 		{name: "frac-20gi", pluginFlags: []string{"--fractional-memory"}, request: frac},
 	}
