@@ -36,8 +36,8 @@ trap 'rm -rf "$work"' EXIT
 t0=$(now)
 cd "$REPO"
 go build -tags grpcnotrace -o "$work/gpu-kubelet-plugin" ./cmd/gpu-kubelet-plugin
-go build -o "$work/gpu-dra-webhook" ./cmd/gpu-dra-webhook
-go build -o "$work/gpudra" ./cmd/gpudra
+go build -tags grpcnotrace -o "$work/gpu-dra-webhook" ./cmd/gpu-dra-webhook
+go build -tags grpcnotrace -o "$work/gpudra" ./cmd/gpudra
 go build -o "$work/benchscale" ./hack/benchscale
 helm template bench deployments/helm/gpu-dra-driver --kube-version "v$K8S_VERSION" >"$work/chart.yaml"
 # Which explainer was measured: uncommitted changes count.

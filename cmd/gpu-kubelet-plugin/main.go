@@ -65,6 +65,8 @@ type options struct {
 	bootIDFile     string
 	health         driver.HealthConfig
 	mps            mpsOptions
+	// migProfiles limits dynamic MIG to these profiles (migprofiles.go).
+	migProfiles []string
 }
 
 // portBusyGrace is how long the metrics and probes port may stay taken
@@ -113,6 +115,7 @@ func newCommand() *cobra.Command {
 	f.StringVar(&o.httpEndpoint, "http-endpoint", ":9402", "Address for /metrics, /healthz and /readyz; empty to disable.")
 	f.BoolVar(&o.fractional, "fractional-memory", false, "Offer whole GPUs for memory-fraction sharing: many claims each take a share of memory (and compute), enforced with MPS. GPUs so offered are not partitioned into MIG devices.")
 	f.IntSliceVar(&o.fractionalOn, "fractional-memory-gpus", nil, "Limit --fractional-memory to these GPU minor numbers; all GPUs when empty.")
+	f.StringSliceVar(&o.migProfiles, "mig-profiles", nil, "With DynamicMIG, publish only these MIG profiles (e.g. 1g.10gb,3g.40gb,7g.80gb) besides the whole GPU: the scheduler's work per node grows with the devices it publishes, 26 per H100 with every profile. Empty publishes every profile; a GPU that has none of them is published whole, as without DynamicMIG. MIG devices an admin created are always published.")
 	f.StringSliceVar(&o.strategies, "sharing-strategies", []string{"TimeSlicing", "MPS"}, "Sharing strategies claims may ask for (TimeSlicing, MPS).")
 	f.StringVar(&o.taintEffect, "health-taint-effect", "NoSchedule", "Effect of the gpu.nvidia.com/unhealthy taint an unhealthy device gets: NoSchedule (new claims avoid it) or NoExecute (pods using it are evicted too).")
 	f.StringSliceVar(&o.ignoredXIDs, "health-ignored-xids", nil, "XIDs to ignore in addition to the application XIDs NVIDIA's tools ignore (13, 31, 43, 45, 68, 109).")
@@ -184,13 +187,16 @@ func (o *options) complete() error {
 		return err
 	}
 	o.health.IgnoredXIDs = xids
+	if o.migProfiles, err = parseMigProfiles(o.migProfiles); err != nil {
+		return err
+	}
 	return nil
 }
 
 // publishOptions are the flags that shape what the node offers.
 func (o *options) publishOptions() resourceslices.Options {
 	return resourceslices.Options{DynamicMIG: o.gates.Enabled(DynamicMIG), FractionalMemory: o.fractional, FractionalGPUs: o.fractionalOn,
-		NoMonitorDevices: !o.monitorDevices}
+		NoMonitorDevices: !o.monitorDevices, MigProfiles: o.migProfiles}
 }
 
 func printSlices(cmd *cobra.Command, o *options) error {
@@ -210,6 +216,7 @@ func printSlices(cmd *cobra.Command, o *options) error {
 	if err != nil {
 		return err
 	}
+	logMigProfiles(klog.FromContext(cmd.Context()), b.Inventory, o.publishOptions())
 	// The same table the plugin publishes, with the checkpoint's dynamic
 	// MIG parents when --state-dir is a live node's.
 	table, err := driver.PreviewDeviceTable(b.Inventory, o.publishOptions(), o.backend.StateDir)
@@ -240,6 +247,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	logMigProfiles(logger, be.Inventory, o.publishOptions())
 	m := metrics.New()
 	// Probes and metrics are served from the first moment: while Start
 	// runs (it waits for nothing remote, but NVML and disk can be slow)

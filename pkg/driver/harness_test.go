@@ -54,7 +54,9 @@ type node struct {
 	// dynamicMIG and fractional are passed to the driver at every start.
 	dynamicMIG bool
 	fractional bool
-	health     HealthConfig
+	// migProfiles is --mig-profiles, passed at every start.
+	migProfiles []string
+	health      HealthConfig
 	// podUID turns on the helper's rolling updates, as the chart does
 	// (POD_UID): the sockets then carry the UID in their names.
 	podUID types.UID
@@ -108,7 +110,7 @@ func (n *node) startDriver(ctx context.Context, dirs inode.Dirs, client kubernet
 	d, err := Start(ctx, Config{
 		DriverName: testDriver, NodeName: testNode, Client: client, Backend: be, MPSRunner: n.mpsRunner,
 		StateDir: dirs.State, CDIDir: dirs.CDI, PluginDir: dirs.Plugin, RegistrarDir: dirs.Registry,
-		Publish:           resourceslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional},
+		Publish:           resourceslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional, MigProfiles: n.migProfiles},
 		Health:            n.health,
 		RollingUpdateUID:  n.podUID,
 		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},

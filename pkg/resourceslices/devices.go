@@ -119,6 +119,18 @@ type Options struct {
 	// the scheduler's per-device CEL work scales with, but admin-access
 	// requests on dynamic MIG nodes stay Pending while a GPU is in use.
 	NoMonitorDevices bool
+	// MigProfiles, when not empty, limits dynamic MIG to these profiles
+	// (names as NVIDIA spells them, e.g. "1g.10gb", "1g.10gb+me"): the
+	// scheduler's work per node grows with the devices it publishes, and a
+	// fleet rarely uses all 25 placements of an H100. Static MIG devices
+	// are published whatever it says: they exist. profiles.go.
+	MigProfiles []string
+	// HeldMigProfiles are, per parent GPU UUID, the profiles of the dynamic
+	// MIG devices the checkpoint holds. They stay published even when
+	// MigProfiles no longer lists them, so that a claim prepared before
+	// the list changed can still be unprepared (and restored after a
+	// reboot), and the scheduler keeps counting what it occupies.
+	HeldMigProfiles map[string][]string
 }
 
 // Mode is how one GPU is published.
@@ -144,21 +156,26 @@ func (o Options) shares(g *nvdev.GPU) bool {
 	return len(o.FractionalGPUs) == 0 || slices.Contains(o.FractionalGPUs, g.Minor)
 }
 
-// ModeOf decides how a GPU is published.
+// ModeOf decides how a GPU is published. A GPU none of whose profiles
+// MigProfiles lists is published as it would be without dynamic MIG (Whole,
+// Shareable, or StaticMIG when its MIG mode is on): a partitionable GPU
+// with no MIG device to offer would only cost counters, and prepare would
+// then manage its MIG mode for nothing.
 func ModeOf(g *nvdev.GPU, o Options) Mode {
+	dynamic := o.DynamicMIG && g.MigCapable && len(o.dynamicProfiles(g)) > 0
 	switch {
 	case o.DynamicMIG && o.DynamicParents[g.UUID]:
 		return DynamicMIG
 	case g.MigEnabled && len(g.MigDevices) > 0:
 		return StaticMIG
-	case g.MigEnabled && !(o.DynamicMIG && g.MigCapable && len(g.MigProfiles) > 0):
+	case g.MigEnabled && !dynamic:
 		// MIG mode is on but nothing may be created: the admin's (empty)
 		// layout is all there is. Used whole, the GPU would show CUDA no
 		// device at all.
 		return StaticMIG
 	case o.shares(g):
 		return Shareable
-	case o.DynamicMIG && g.MigCapable && len(g.MigProfiles) > 0 && (g.MigEnabled || !g.MigModeChangeNeedsReset):
+	case dynamic && (g.MigEnabled || !g.MigModeChangeNeedsReset):
 		return DynamicMIG
 	default:
 		return Whole

@@ -59,8 +59,8 @@ func TestPrunedCountersAllowTheSameLayouts(t *testing.T) {
 	for _, model := range []string{"a100-40gb", "a100-80gb", "a30", "h100", "h200", "b200"} {
 		t.Run(model, func(t *testing.T) {
 			inv, g := simulatedGPU(t, model)
-			fullSet := migCounterSet(g)
-			set, entries := partitionableDevices(inv, g)
+			fullSet := migCounterSet(g, g.MigProfiles)
+			set, entries := partitionableDevices(inv, g, g.MigProfiles)
 			var published []resourceapi.Device
 			for _, e := range entries {
 				published = append(published, e.Device)
@@ -118,7 +118,7 @@ func TestGuardKeptWhereNeeded(t *testing.T) {
 			for i := range g.MigProfiles {
 				tc.edit(&g.MigProfiles[i])
 			}
-			set, entries := partitionableDevices(inv, g)
+			set, entries := partitionableDevices(inv, g, g.MigProfiles)
 			if _, ok := set.Counters[tc.keep]; !ok {
 				t.Fatalf("counter %s dropped; counters %v", tc.keep, keys(set.Counters))
 			}
@@ -130,7 +130,7 @@ func TestGuardKeptWhereNeeded(t *testing.T) {
 					t.Fatalf("%s does not consume %s", e.Device.Name, tc.keep)
 				}
 			}
-			fullSet := migCounterSet(g)
+			fullSet := migCounterSet(g, g.MigProfiles)
 			var devices []resourceapi.Device
 			for _, e := range entries {
 				devices = append(devices, e.Device)

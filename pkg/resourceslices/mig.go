@@ -68,12 +68,17 @@ func fullProfile(g *nvdev.GPU) nvdev.MigProfile {
 // memory slice (so overlapping placements exclude each other), compute
 // slices and memory (guards, published only where the memory slices do not
 // already imply them: implied.go), and an instance cap for profiles the
-// hardware limits to fewer instances than it has placements. Engines (decoders, JPEG, OFA) are not
-// counters: the hardware binds them to slices, so per-profile engine counts
-// do not add up to the GPU's total (seven 1g.10gb devices each have a
-// decoder on an A100-80GB with five); the slice counters already keep
-// instances apart, and engines stay capacities users can select on.
-func migCounterSet(g *nvdev.GPU) resourceapi.CounterSet {
+// hardware limits to fewer instances than it has placements (of the
+// published profiles only: a cap no device consumes is scheduler work for
+// nothing). The memory slices, compute slices and memory are the whole
+// GPU's even when only some profiles are published, so the whole GPU,
+// which consumes every counter, still excludes every MIG device. Engines
+// (decoders, JPEG, OFA) are not counters: the hardware binds them to
+// slices, so per-profile engine counts do not add up to the GPU's total
+// (seven 1g.10gb devices each have a decoder on an A100-80GB with five);
+// the slice counters already keep instances apart, and engines stay
+// capacities users can select on.
+func migCounterSet(g *nvdev.GPU, profiles []nvdev.MigProfile) resourceapi.CounterSet {
 	full := fullProfile(g).Info
 	c := map[string]resourceapi.Counter{}
 	for i := 0; i < nvdev.MemorySlices(g.MigProfiles); i++ {
@@ -81,7 +86,7 @@ func migCounterSet(g *nvdev.GPU) resourceapi.CounterSet {
 	}
 	c[counterComputeSlices] = counter(int64(full.SliceCount))
 	c[CapMemory] = resourceapi.Counter{Value: *resource.NewQuantity(int64(full.MemorySizeMB)<<20, resource.BinarySI)}
-	for _, p := range g.MigProfiles {
+	for _, p := range profiles {
 		if int(p.Info.InstanceCount) < len(p.Placements) {
 			c[instanceCounter(p)] = counter(int64(p.Info.InstanceCount))
 		}
@@ -151,10 +156,13 @@ func WholeGPUPublished(g *nvdev.GPU, m Mode) bool {
 
 // partitionableDevices returns, for a GPU with dynamic MIG, its counter set,
 // the whole-GPU device consuming every counter (where WholeGPUPublished),
-// and one device per valid (profile, placement), in the order that packs
-// pod-by-pod allocation well (packing.go).
-func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.CounterSet, []Entry) {
-	set := migCounterSet(g)
+// and one device per valid placement of each of profiles (Options.
+// dynamicProfiles: all of the GPU's, or those published), in the order
+// that packs pod-by-pod allocation well (packing.go). Packing order and
+// the implied guards are worked out over the published placements only:
+// no layout can use the others.
+func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU, profiles []nvdev.MigProfile) (resourceapi.CounterSet, []Entry) {
+	set := migCounterSet(g, profiles)
 	var entries []Entry
 	if WholeGPUPublished(g, DynamicMIG) {
 		whole := gpuDevice(inv, g)
@@ -166,7 +174,7 @@ func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU) (resourceapi.Count
 		entries = append(entries, Entry{Device: whole, Kind: configapi.WholeGPU, GPU: g, Partitionable: true})
 	}
 	var placements []migPlacement
-	for _, p := range g.MigProfiles {
+	for _, p := range profiles {
 		for _, pl := range p.Placements {
 			d := MigDevice(inv, g, p, pl.Start, pl.Size, "")
 			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{placementConsumption(g, p, pl.Start, pl.Size)}

@@ -58,7 +58,7 @@ func NewTable(inv *nvdev.Inventory, o Options) Table {
 				})
 			}
 		case DynamicMIG:
-			set, entries := partitionableDevices(inv, g)
+			set, entries := partitionableDevices(inv, g, o.dynamicProfiles(g))
 			t.CounterSets = append(t.CounterSets, set)
 			t.Entries = append(t.Entries, entries...)
 		}
