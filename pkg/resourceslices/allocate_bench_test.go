@@ -49,8 +49,10 @@ func BenchmarkFilterPerNode(b *testing.B) {
 		claim *resourceapi.ResourceClaim
 	}{
 		{"whole", resourceslices.Options{}, schedtest.Claim("whole", schedtest.Request("gpu", "gpu.nvidia.com", 1))},
+		{"whole-nomonitor", resourceslices.Options{NoMonitorDevices: true}, schedtest.Claim("whole", schedtest.Request("gpu", "gpu.nvidia.com", 1))},
 		{"mig-1g", resourceslices.Options{DynamicMIG: true}, schedtest.Claim("small", migRequest("mig", "1g.10gb"))},
 		{"mig-whole", resourceslices.Options{DynamicMIG: true}, schedtest.Claim("whole", schedtest.Request("gpu", "gpu.nvidia.com", 1))},
+		{"mig3p-1g", resourceslices.Options{DynamicMIG: true, MigProfiles: []string{"1g.10gb", "3g.40gb", "7g.80gb"}}, schedtest.Claim("small", migRequest("mig", "1g.10gb"))},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			res := resourceslices.Build("n1", inv, bc.opts)
