@@ -20,12 +20,7 @@
 set -euo pipefail
 source "$(dirname "$0")/cluster/lib.sh"
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-source <(grep '^DRA_GATES=' "$REPO/hack/cluster/cluster.sh")
-case ${GATES:-default} in
-  default) gates= ;;
-  cluster) gates=$DRA_GATES ;;
-  *) gates=$GATES ;;
-esac
+gates=$(bench_gates)
 export CGO_CFLAGS=${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}
 for c in etcd kube-apiserver kube-scheduler helm; do
   command -v "$c" >/dev/null || die "$c is not built; run hack/cluster/build.sh all"

@@ -118,21 +118,12 @@ func runExplain(ctx context.Context, o options, x *explainOptions) error {
 // explainCell runs both cases on one fleet and one webhook process:
 // untainted first, as the tainted case's taint stays.
 func explainCell(ctx context.Context, o options, x *explainOptions, l layout, tmpl []*resourceapi.ResourceSlice, classes []*resourceapi.DeviceClass, n int) ([]explainResult, error) {
-	dir := filepath.Join(o.workDir, fmt.Sprintf("explain-%s-%d", l.name, n))
-	c, err := startCluster(ctx, clusterConfig{k8sBin: o.k8sBin, etcdBin: o.etcdBin, dir: dir, gates: o.gates, schedQPS: o.schedQPS, schedV: o.schedV})
+	c, cs, err := startFleet(ctx, o, fmt.Sprintf("explain-%s-%d", l.name, n), l, tmpl, classes, n)
 	if err != nil {
 		return nil, err
 	}
 	defer c.stop()
-	cs, err := c.client(5000, 5000)
-	if err != nil {
-		return nil, err
-	}
-	t := time.Now()
-	if err := createFleet(ctx, cs, classes, tmpl, n, o.workers); err != nil {
-		return nil, err
-	}
-	logf("%s/%d: fleet created in %.1f s", l.name, n, time.Since(t).Seconds())
+	dir := c.cfg.dir
 	time.Sleep(3 * time.Second) // the scheduler's informers take the last slices
 	// The webhook needs a serving pair to start; nothing calls /validate.
 	crt, key, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", nil, nil)
@@ -145,7 +136,7 @@ func explainCell(ctx context.Context, o options, x *explainOptions, l layout, tm
 			return nil, err
 		}
 	}
-	t = time.Now()
+	t := time.Now()
 	p, err := startProc("gpu-dra-webhook", x.webhook, []string{
 		"--kubeconfig=" + c.kubeconfig, "--listen=127.0.0.1:0", // any free port
 		"--tls-cert-file=" + filepath.Join(dir, "webhook.crt"), "--tls-private-key-file=" + filepath.Join(dir, "webhook.key"),

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 type options struct {
@@ -202,24 +203,33 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
+// startFleet starts a control plane in o.workDir/name and creates an
+// n-node fleet of l's slices on it; the caller stops the cluster.
+func startFleet(ctx context.Context, o options, name string, l layout, tmpl []*resourceapi.ResourceSlice, classes []*resourceapi.DeviceClass, n int) (*cluster, kubernetes.Interface, error) {
+	c, err := startCluster(ctx, clusterConfig{k8sBin: o.k8sBin, etcdBin: o.etcdBin, dir: filepath.Join(o.workDir, name), gates: o.gates, schedQPS: o.schedQPS, schedV: o.schedV})
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := c.client(5000, 5000)
+	if err == nil {
+		t := time.Now()
+		if err = createFleet(ctx, cs, classes, tmpl, n, o.workers); err == nil {
+			logf("%s/%d: fleet of %d nodes created in %.1f s", l.name, n, n, time.Since(t).Seconds())
+			return c, cs, nil
+		}
+	}
+	c.stop()
+	return nil, nil, err
+}
+
 // runCell starts a control plane, creates an n-node fleet and runs every
 // mode o.repeats times on it, cleaning up between runs.
 func runCell(ctx context.Context, o options, l layout, tmpl []*resourceapi.ResourceSlice, classes []*resourceapi.DeviceClass, n, ppn int, modes []string) ([]runResult, error) {
-	dir := filepath.Join(o.workDir, fmt.Sprintf("%s-%d", l.name, n))
-	c, err := startCluster(ctx, clusterConfig{k8sBin: o.k8sBin, etcdBin: o.etcdBin, dir: dir, gates: o.gates, schedQPS: o.schedQPS, schedV: o.schedV})
+	c, cs, err := startFleet(ctx, o, fmt.Sprintf("%s-%d", l.name, n), l, tmpl, classes, n)
 	if err != nil {
 		return nil, err
 	}
 	defer c.stop()
-	cs, err := c.client(5000, 5000)
-	if err != nil {
-		return nil, err
-	}
-	t := time.Now()
-	if err := createFleet(ctx, cs, classes, tmpl, n, o.workers); err != nil {
-		return nil, err
-	}
-	logf("%s/%d: fleet of %d nodes created in %.1f s", l.name, n, n, time.Since(t).Seconds())
 	// The scheduler's informers need a moment for the last slices.
 	time.Sleep(3 * time.Second)
 	var out []runResult

@@ -29,6 +29,18 @@ die() { echo "[$(date +%T)] ERROR: $*" >&2; exit 1; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 
+# bench_gates prints the --feature-gates of a benchmark's own control plane
+# for GATES: default (Kubernetes' own defaults, what a production cluster
+# runs; every gate this driver needs is on in 1.37), cluster (the local
+# cluster's DRA_GATES, every alpha DRA gate on too) or an explicit list.
+bench_gates() {
+  case ${GATES:-default} in
+    default) echo "" ;;
+    cluster) (source <(grep '^DRA_GATES=' "$(dirname "${BASH_SOURCE[0]}")/cluster.sh"); echo "$DRA_GATES") ;;
+    *) echo "$GATES" ;;
+  esac
+}
+
 # lock_cluster serializes scripts that use the one local cluster of this
 # machine (demo, e2e, chaos): a second run waits until the first exits.
 lock_cluster() {
