@@ -34,28 +34,28 @@ func pruneImpliedCounters(set *resourceapi.CounterSet, devices []Entry, placemen
 	if len(implied) == 0 {
 		return
 	}
-	counters := make(map[string]resourceapi.Counter, len(set.Counters))
-	for name, c := range set.Counters {
-		if !slices.Contains(implied, name) {
-			counters[name] = c
-		}
-	}
-	set.Counters = counters
+	set.Counters = without(set.Counters, implied)
 	for i := range devices {
 		for j := range devices[i].Device.ConsumesCounters {
 			c := &devices[i].Device.ConsumesCounters[j]
 			if c.CounterSet != set.Name {
 				continue
 			}
-			kept := make(map[string]resourceapi.Counter, len(c.Counters))
-			for name, v := range c.Counters {
-				if !slices.Contains(implied, name) {
-					kept[name] = v
-				}
-			}
-			c.Counters = kept
+			c.Counters = without(c.Counters, implied)
 		}
 	}
+}
+
+// without copies counters but for the named ones: a device's map may be
+// shared (the whole GPU's is built from the set's).
+func without(counters map[string]resourceapi.Counter, names []string) map[string]resourceapi.Counter {
+	out := make(map[string]resourceapi.Counter, len(counters))
+	for name, c := range counters {
+		if !slices.Contains(names, name) {
+			out[name] = c
+		}
+	}
+	return out
 }
 
 // impliedGuards returns the guard counters of set that the most any layout
