@@ -51,7 +51,7 @@ func main() {
 	flag.StringVar(&o.plugin, "plugin", "", "gpu-kubelet-plugin binary (its --print-slices makes each node's slices)")
 	flag.StringVar(&o.profile, "simulate", "h100x8", "simulated GPU profile of every node")
 	flag.StringVar(&o.classes, "deviceclasses", "", "YAML with the chart's DeviceClasses (helm template output)")
-	flag.StringVar(&o.gates, "feature-gates", "", "feature gates of every component (the local cluster's DRA gates)")
+	flag.StringVar(&o.gates, "feature-gates", "", "feature gates of every component (empty: the Kubernetes defaults; hack/bench-scale.sh GATES)")
 	flag.StringVar(&o.workDir, "work-dir", "", "state and logs (a temporary directory when empty)")
 	flag.StringVar(&o.out, "out", "", "write the markdown table here too")
 	flag.StringVar(&o.jsonOut, "json", "", "write every run's result here as JSON")
