@@ -11,18 +11,18 @@ package cdi
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/capfile"
 )
 
 // class is the CDI class of every device this driver writes.
@@ -261,7 +261,7 @@ var uidPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 func validUID(s string) bool { return uidPattern.MatchString(s) }
 
 func (w *Writer) read(path string) (*cdispec.Spec, error) {
-	data, err := readCapped(path, maxSpecSize)
+	data, err := capfile.Read(path, maxSpecSize)
 	if err != nil {
 		return nil, err
 	}
@@ -270,34 +270,4 @@ func (w *Writer) read(path string) (*cdispec.Spec, error) {
 		return nil, err
 	}
 	return &spec, nil
-}
-
-// readCapped reads a regular file of at most limit bytes. Anything else (a
-// directory, a FIFO, a huge file) is an error, never read whole.
-func readCapped(path string, limit int64) ([]byte, error) {
-	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
-	// writer, and start-up with it. Reads of regular files ignore it.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%s is %d bytes, more than the %d a spec can be", path, st.Size(), limit)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s grew past %d bytes while read", path, limit)
-	}
-	return data, nil
 }

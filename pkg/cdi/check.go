@@ -17,6 +17,8 @@ import (
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/capfile"
 )
 
 // SpecCheck is the outcome of one check of CheckSpec.
@@ -30,20 +32,9 @@ type SpecCheck struct {
 // Writer writes), sorted; a missing dir holds none.
 func SpecFiles(dir, driverName string) ([]string, error) {
 	prefix := cdiapi.GenerateTransientSpecName("k8s."+driverName, class, "")
-	entries, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
-		if !e.IsDir() && strings.HasPrefix(e.Name(), prefix) && strings.HasSuffix(e.Name(), ".json") {
-			out = append(out, filepath.Join(dir, e.Name()))
-		}
-	}
-	return out, nil
+	return capfile.List(dir, func(name string) bool {
+		return strings.HasPrefix(name, prefix) && strings.HasSuffix(name, ".json")
+	})
 }
 
 // CheckSpec checks the spec of the CDI devices ids in cdiDir as a

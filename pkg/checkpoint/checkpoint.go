@@ -26,18 +26,17 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/capfile"
 )
 
 const fileSuffix = ".json"
@@ -232,7 +231,7 @@ func ReadOnly(dir string) ([]PreparedClaim, error) {
 // a newer format is a *NewerVersionError (without its UID, which only the
 // file name gives).
 func readFile(path string) (PreparedClaim, error) {
-	data, err := readCapped(path, MaxFileSize)
+	data, err := capfile.Read(path, MaxFileSize)
 	if err != nil {
 		return PreparedClaim{}, err
 	}
@@ -246,40 +245,6 @@ func readFile(path string) (PreparedClaim, error) {
 	}
 	return c, nil
 }
-
-// readCapped reads a regular file of at most limit bytes. Anything else
-// (a directory, a device, a huge file) is an error, never read whole.
-func readCapped(path string, limit int64) ([]byte, error) {
-	// O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
-	// writer, and start-up with it. Reads of regular files ignore it.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%s is %d bytes, more than the %d a record can be", path, st.Size(), limit)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s grew past %d bytes while read", path, limit)
-	}
-	return data, nil
-}
-
-// ReadCapped is readCapped for other packages that read small files the
-// driver relies on (the node's boot ID).
-func ReadCapped(path string, limit int64) ([]byte, error) { return readCapped(path, limit) }
 
 // Get returns the record of a claim.
 func (s *Store) Get(uid types.UID) (PreparedClaim, bool) {

@@ -4,9 +4,10 @@
 package checkpoint
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/capfile"
 )
 
 // Dir is where the plugin keeps its records under its state directory
@@ -17,18 +18,5 @@ func Dir(stateDir string) string { return filepath.Join(stateDir, "checkpoint") 
 // newer format alike, without reading them; a missing dir holds none. For
 // checks that a node has nothing left after unprepare.
 func Files(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), fileSuffix) {
-			out = append(out, filepath.Join(dir, e.Name()))
-		}
-	}
-	return out, nil
+	return capfile.List(dir, func(name string) bool { return strings.HasSuffix(name, fileSuffix) })
 }

@@ -239,20 +239,3 @@ func TestFailedPutLeavesNoTrace(t *testing.T) {
 		t.Fatalf("store says %s after a failed write, disk said %s", got.State, PrepareStarted)
 	}
 }
-
-func TestReadCappedLimits(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "f")
-	if err := os.WriteFile(path, []byte("12345"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if data, err := ReadCapped(path, 5); err != nil || string(data) != "12345" {
-		t.Fatalf("file at the limit: %q, %v", data, err)
-	}
-	if _, err := ReadCapped(path, 4); err == nil || !strings.Contains(err.Error(), "5 bytes, more than the 4") {
-		t.Fatalf("file over the limit: %v", err)
-	}
-	if _, err := ReadCapped(dir, 1<<20); err == nil || !strings.Contains(err.Error(), "not a regular file") {
-		t.Fatalf("directory: %v", err)
-	}
-}

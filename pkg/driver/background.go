@@ -20,6 +20,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/capfile"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
@@ -176,7 +177,7 @@ func readBootID(logger klog.Logger, path string) string {
 	if path == "" {
 		path = DefaultBootIDFile
 	}
-	data, err := checkpoint.ReadCapped(path, 128)
+	data, err := capfile.Read(path, 128)
 	if err != nil {
 		logger.Error(err, "Cannot read the boot ID; a reboot is recognised only by MIG devices gone missing", "file", path)
 		return ""
