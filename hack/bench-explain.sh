@@ -22,9 +22,7 @@ source "$(dirname "$0")/cluster/lib.sh"
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 gates=$(bench_gates)
 export CGO_CFLAGS=${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}
-for c in etcd kube-apiserver kube-scheduler helm; do
-  command -v "$c" >/dev/null || die "$c is not built; run hack/cluster/build.sh all"
-done
+need_built etcd kube-apiserver kube-scheduler helm
 OUT=${OUT:-/tmp/perf-explain-table.md}
 work=$(mktemp -d /tmp/gdra-bench-explain.XXXX)
 trap 'rm -rf "$work"' EXIT

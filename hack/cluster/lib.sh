@@ -29,6 +29,12 @@ die() { echo "[$(date +%T)] ERROR: $*" >&2; exit 1; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 
+# need_built dies unless every named binary of the cluster cache is built.
+need_built() {
+  local c
+  for c; do command -v "$c" >/dev/null || die "$c is not built; run hack/cluster/build.sh all"; done
+}
+
 # bench_gates prints the --feature-gates of a benchmark's own control plane
 # for GATES: default (Kubernetes' own defaults, what a production cluster
 # runs; every gate this driver needs is on in 1.37), cluster (the local

@@ -61,15 +61,7 @@ const testNode = "vm"
 func newPreparedNode(t *testing.T) *preparedNode {
 	t.Helper()
 	dir := t.TempDir()
-	p, err := simulate.ParseProfile("h100x1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := simulate.New(p, testNode, filepath.Join(dir, "sim"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot()})
+	sim, inv, err := simulate.Discover("h100x1", testNode, filepath.Join(dir, "sim"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -194,11 +194,7 @@ func (d roDevice) GetGpuInstanceById(id int) (nvml.GpuInstance, nvml.Return) {
 }
 func (d roDevice) GetGpuInstances(info *nvml.GpuInstanceProfileInfo) ([]nvml.GpuInstance, nvml.Return) {
 	gs, ret := d.Device.GetGpuInstances(info)
-	out := make([]nvml.GpuInstance, len(gs))
-	for i, g := range gs {
-		out[i] = d.gi(g)
-	}
-	return out, ret
+	return wrapAll(gs, d.gi), ret
 }
 
 type roGpuInstance struct {
@@ -233,11 +229,16 @@ func (g roGpuInstance) GetComputeInstanceById(id int) (nvml.ComputeInstance, nvm
 }
 func (g roGpuInstance) GetComputeInstances(info *nvml.ComputeInstanceProfileInfo) ([]nvml.ComputeInstance, nvml.Return) {
 	cs, ret := g.GpuInstance.GetComputeInstances(info)
-	out := make([]nvml.ComputeInstance, len(cs))
-	for i, c := range cs {
-		out[i] = g.ci(c)
+	return wrapAll(cs, g.ci), ret
+}
+
+// wrapAll wraps each handle of a list NVML returned.
+func wrapAll[T any](xs []T, wrap func(T) T) []T {
+	out := make([]T, len(xs))
+	for i, x := range xs {
+		out[i] = wrap(x)
 	}
-	return out, ret
+	return out
 }
 
 type roComputeInstance struct {

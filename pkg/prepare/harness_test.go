@@ -90,15 +90,7 @@ type node struct {
 func newNode(t *testing.T, profile string, dynamicMIG bool) *node {
 	t.Helper()
 	dir := t.TempDir()
-	p, err := simulate.ParseProfile(profile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim, err := simulate.New(p, testPool, filepath.Join(dir, "sim"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot()})
+	sim, inv, err := simulate.Discover(profile, testPool, filepath.Join(dir, "sim"))
 	if err != nil {
 		t.Fatal(err)
 	}
