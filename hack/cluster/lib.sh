@@ -1,7 +1,7 @@
 # Shared settings of the local-cluster tooling. Sourced, not run.
 # Everything built is cached outside the repository, keyed by version, so a
 # second run (or a later CI run on the same machine) reuses it.
-K8S_VERSION=${K8S_VERSION:-1.37.0}
+K8S_VERSION=${K8S_VERSION:-1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}

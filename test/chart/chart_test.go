@@ -59,7 +59,7 @@ func helmBinary(t *testing.T) string {
 // and returns the rendered manifests.
 func helmTemplate(t *testing.T, set ...string) []byte {
 	t.Helper()
-	args := []string{"template", "gpu-dra-driver", chartDir, "--namespace", "gpu-dra-driver", "--kube-version", "v1.37.0"}
+	args := []string{"template", "gpu-dra-driver", chartDir, "--namespace", "gpu-dra-driver", "--kube-version", "v1.37.2"}
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
@@ -274,7 +274,7 @@ func TestChartGPUOperatorDriverRoot(t *testing.T) {
 // The schema rejects what the templates cannot use.
 func TestChartSchemaRejectsBadValues(t *testing.T) {
 	for _, set := range []string{"driverRoot=run/nvidia/driver", "cdiHook.installDir=bin", "kubeletPlugin.gpuNodeLabels[0]=", "kubeletPlugin.bogus=1"} {
-		args := []string{"template", "x", chartDir, "--kube-version", "v1.37.0", "--set", set}
+		args := []string{"template", "x", chartDir, "--kube-version", "v1.37.2", "--set", set}
 		if out, err := exec.Command(helmBinary(t), args...).CombinedOutput(); err == nil {
 			t.Errorf("--set %s rendered:\n%.300s", set, out)
 		}

@@ -19,7 +19,7 @@ import (
 // is what the binaries embed and the allocator tests use. They must not drift.
 func TestChartDeviceClassesMatchTheEmbeddedOnes(t *testing.T) {
 	out, err := exec.Command(helmBinary(t), "template", "gpu-dra-driver", chartDir,
-		"--namespace", "gpu-dra-driver", "--kube-version", "v1.37.0",
+		"--namespace", "gpu-dra-driver", "--kube-version", "v1.37.2",
 		"--show-only", "templates/deviceclasses.yaml").Output()
 	if err != nil {
 		t.Fatalf("helm template: %v", err)

@@ -142,7 +142,7 @@ func TestChartDocumentedValuesExamplesPassTheSchema(t *testing.T) {
 	}
 	helm := helmBinary(t)
 	for _, ex := range examples {
-		args := []string{"template", "x", chartDir, "--kube-version", "v1.37.0"}
+		args := []string{"template", "x", chartDir, "--kube-version", "v1.37.2"}
 		if ex.set != "" {
 			args = append(args, "--set", ex.set)
 		} else {
@@ -167,7 +167,7 @@ func TestChartSchemaRejectsBadSecurityValues(t *testing.T) {
 		"kubeletPlugin.privileged=yes":                     "privileged",
 		"kubeletPlugin.capabilities={NET_ADMIN,NET_ADMIN}": "capabilities",
 	} {
-		args := []string{"template", "x", chartDir, "--kube-version", "v1.37.0", "--set", set}
+		args := []string{"template", "x", chartDir, "--kube-version", "v1.37.2", "--set", set}
 		out, err := exec.Command(helmBinary(t), args...).CombinedOutput()
 		if err == nil {
 			t.Errorf("--set %s rendered", set)

@@ -219,7 +219,7 @@ func TestChartMigExtendedResourcesValues(t *testing.T) {
 	}
 
 	for _, bad := range []string{"1G.10GB", "1g.10gb+", "1g.10gb me", "mig-1g.10gb"} {
-		out, err := exec.Command(helmBinary(t), "template", "x", chartDir, "--kube-version", "v1.37.0",
+		out, err := exec.Command(helmBinary(t), "template", "x", chartDir, "--kube-version", "v1.37.2",
 			"--set-string", "migExtendedResources.extraProfiles[0]="+bad).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "extraProfiles") {
 			t.Errorf("profile %q accepted (err %v):\n%.300s", bad, err, out)

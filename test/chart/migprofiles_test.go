@@ -38,7 +38,7 @@ func TestChartMigProfilesSchema(t *testing.T) {
 		t.Fatalf("--mig-profiles=%q", v)
 	}
 	for _, bad := range []string{"{1g10gb}", "{nvidia.com/mig-1g.10gb}", "{1g.10gb,1g.10gb}"} {
-		args := []string{"template", "x", chartDir, "--kube-version", "v1.37.0", "--set", "kubeletPlugin.migProfiles=" + bad}
+		args := []string{"template", "x", chartDir, "--kube-version", "v1.37.2", "--set", "kubeletPlugin.migProfiles=" + bad}
 		if out, err := exec.Command(helmBinary(t), args...).CombinedOutput(); err == nil {
 			t.Errorf("migProfiles=%s rendered:\n%.300s", bad, out)
 		}

@@ -34,7 +34,7 @@ func TestChartSimulatedMIGModeProfile(t *testing.T) {
 // field.
 func TestChartSchemaRefusesBadSimulateProfiles(t *testing.T) {
 	for _, profile := range badProfiles {
-		args := []string{"template", "x", chartDir, "--kube-version", "v1.37.0", "--set", "simulate.profile=" + profile}
+		args := []string{"template", "x", chartDir, "--kube-version", "v1.37.2", "--set", "simulate.profile=" + profile}
 		out, err := exec.Command(helmBinary(t), args...).CombinedOutput()
 		if err == nil {
 			t.Errorf("simulate.profile=%s rendered", profile)
