@@ -139,8 +139,10 @@ type Store struct {
 	mu     sync.RWMutex // guards claims only; never held across I/O
 	claims map[types.UID]PreparedClaim
 	// newer maps claims recorded in a newer format to that format's
-	// version. Open fills it; it never changes afterwards.
-	newer map[types.UID]string
+	// version, and newerClaims holds what could be read of them
+	// (newer.go). Open fills both; they never change afterwards.
+	newer       map[types.UID]string
+	newerClaims map[types.UID]NewerClaim
 }
 
 // Recovered describes records Open could not use.
@@ -161,7 +163,7 @@ func Open(dir string) (*Store, Recovered, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, rec, fmt.Errorf("create checkpoint dir: %w", err)
 	}
-	s := &Store{dir: dir, claims: map[types.UID]PreparedClaim{}, newer: map[types.UID]string{}}
+	s := &Store{dir: dir, claims: map[types.UID]PreparedClaim{}, newer: map[types.UID]string{}, newerClaims: map[types.UID]NewerClaim{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, rec, fmt.Errorf("read checkpoint dir: %w", err)
@@ -181,6 +183,7 @@ func Open(dir string) (*Store, Recovered, error) {
 		var newer *NewerVersionError
 		if uid := types.UID(strings.TrimSuffix(name, fileSuffix)); errors.As(err, &newer) && ValidToken(string(uid)) {
 			s.newer[uid] = newer.Version
+			s.newerClaims[uid] = readNewer(path, uid, newer.Version)
 			if rec.Newer == nil {
 				rec.Newer = map[types.UID]string{}
 			}
@@ -203,9 +206,10 @@ func Open(dir string) (*Store, Recovered, error) {
 }
 
 // ReadOnly returns the valid records in dir without changing anything
-// there: damaged files and records of a newer format are skipped rather
-// than moved aside, and a missing dir holds no records. For previews
-// (--print-slices) of a live node.
+// there: damaged files are skipped rather than moved aside, records of a
+// newer format are returned as far as they can be read (newer.go), and a
+// missing dir holds no records. For previews (--print-slices) of a live
+// node.
 func ReadOnly(dir string) ([]PreparedClaim, error) {
 	entries, err := os.ReadDir(dir)
 	if os.IsNotExist(err) {
@@ -220,7 +224,17 @@ func ReadOnly(dir string) ([]PreparedClaim, error) {
 		if e.IsDir() || !strings.HasSuffix(name, fileSuffix) {
 			continue
 		}
-		if claim, err := readFile(filepath.Join(dir, name)); err == nil && string(claim.UID)+fileSuffix == name {
+		path := filepath.Join(dir, name)
+		claim, err := readFile(path)
+		var newer *NewerVersionError
+		if uid := types.UID(strings.TrimSuffix(name, fileSuffix)); errors.As(err, &newer) && ValidToken(string(uid)) {
+			// A newer driver's claim holds its devices all the same.
+			if n := readNewer(path, uid, newer.Version); n.Readable {
+				out = append(out, n.Claim)
+			}
+			continue
+		}
+		if err == nil && string(claim.UID)+fileSuffix == name {
 			out = append(out, claim)
 		}
 	}

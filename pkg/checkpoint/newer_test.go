@@ -80,8 +80,18 @@ func TestNewerRecordIsLeftAlone(t *testing.T) {
 	if err := s.Put(fullRecord("uid-ok", PrepareCompleted)); err != nil {
 		t.Fatal(err)
 	}
-	if recs, err := ReadOnly(dir); err != nil || len(recs) != 1 || recs[0].UID != "uid-ok" {
+	// A preview sees what the newer claim holds, as far as it reads.
+	recs, err := ReadOnly(dir)
+	if err != nil || len(recs) != 2 {
 		t.Fatalf("ReadOnly: %+v, %v", recs, err)
+	}
+	for _, r := range recs {
+		if r.UID == "uid-newer" && (len(r.Devices) != 1 || r.Devices[0].Device != "gpu-0" || r.Devices[0].UUID != "GPU-0") {
+			t.Fatalf("ReadOnly read the newer record as %+v", r)
+		}
+	}
+	if newer := s.NewerClaims(); len(newer) != 1 || !newer[0].Readable || newer[0].Claim.Devices[0].Device != "gpu-0" {
+		t.Fatalf("NewerClaims: %+v", newer)
 	}
 	unchanged("ReadOnly")
 	s2, rec := reopen(t, dir)

@@ -76,6 +76,24 @@ func createComputeInstance(dev nvml.Device, gi nvml.GpuInstance, p Placement) (I
 	return Instance{UUID: uuid, GIID: int(giInfo.Id), CIID: int(ciInfo.Id)}, nil
 }
 
+// Adopt takes over a MIG device that already sits at a placement: what a
+// plugin killed while creating it left (a GPU instance, with or without
+// its compute instance). A missing compute instance is created.
+func Adopt(dev nvml.Device, p Placement, giID, ciID int) (Instance, error) {
+	if ciID >= 0 {
+		uuid, err := nvdev.MigUUID(dev, giID, ciID)
+		if err != nil {
+			return Instance{}, err
+		}
+		return Instance{UUID: uuid, GIID: giID, CIID: ciID}, nil
+	}
+	gi, ret := dev.GetGpuInstanceById(giID)
+	if ret != nvml.SUCCESS {
+		return Instance{}, fmt.Errorf("find GPU instance %d: %s", giID, nvml.ErrorString(ret))
+	}
+	return createComputeInstance(dev, gi, p)
+}
+
 // Destroy removes a MIG device. Already-gone instances are not an error, so
 // unprepare and start-up cleanup can repeat it safely.
 func Destroy(dev nvml.Device, giID, ciID int) error {

@@ -16,7 +16,9 @@ import (
 func (s *State) configureDevice(rec *checkpoint.PreparedDevice, dev *AllocatableDevice) error {
 	switch dev.Kind {
 	case configapi.WholeGPU:
-		if dev.Partitionable {
+		// Admin access watches the GPU and changes nothing on it: it may
+		// sit beside MIG devices of other claims (the scheduler allows it).
+		if dev.Partitionable && !rec.AdminAccess {
 			// A crash, or a client that kept an earlier change pending, may
 			// have left MIG mode on with nothing in it; the scheduler
 			// guarantees no MIG device of this GPU is allocated. A GPU in

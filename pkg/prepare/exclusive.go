@@ -67,6 +67,16 @@ func (s *State) reserve(uid types.UID, planned []plannedDevice, records []checkp
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.conflictLocked(uid, want); err != nil {
+		return err
+	}
+	s.held[uid] = want
+	return nil
+}
+
+// conflictLocked checks devices a claim wants against every other
+// holder's; the caller holds s.mu.
+func (s *State) conflictLocked(uid types.UID, want []heldDevice) error {
 	for owner, held := range s.held {
 		if owner == uid {
 			continue
@@ -82,24 +92,39 @@ func (s *State) reserve(uid types.UID, planned []plannedDevice, records []checkp
 			}
 		}
 	}
-	s.held[uid] = want
 	return nil
 }
 
-// hold records the devices of a kept claim at start-up, without checks:
-// they are prepared already.
-func (s *State) hold(rec checkpoint.PreparedClaim) {
+// checkHeld reports whether a kept claim's devices conflict with another
+// holder's, before a restore configures them again.
+func (s *State) checkHeld(rec checkpoint.PreparedClaim) error {
+	want := s.heldDevices(rec)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conflictLocked(rec.UID, want)
+}
+
+// heldDevices are the devices of a record that this node offers.
+func (s *State) heldDevices(rec checkpoint.PreparedClaim) []heldDevice {
 	held := make([]heldDevice, 0, len(rec.Devices))
 	for _, d := range rec.Devices {
 		if dev, ok := s.Devices[d.Device]; ok {
 			held = append(held, heldFrom(dev, d))
 		}
 	}
+	return held
+}
+
+// hold records the devices of a kept claim without checks: they are
+// prepared already.
+func (s *State) hold(rec checkpoint.PreparedClaim) {
+	held := s.heldDevices(rec)
 	s.mu.Lock()
 	s.held[rec.UID] = held
 	s.mu.Unlock()
 }
 
+// releaseHeld forgets what a claim holds; only once its record is gone.
 func (s *State) releaseHeld(uid types.UID) {
 	s.mu.Lock()
 	delete(s.held, uid)

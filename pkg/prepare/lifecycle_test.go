@@ -170,7 +170,9 @@ func TestRestoreRetriedAtPrepare(t *testing.T) {
 	if err := n.sim.Reboot(); err != nil {
 		t.Fatal(err)
 	}
-	intruder, err := createMig(n, n.mig(0, "2g.20gb", 2))
+	// Another profile over the placement (one of the same profile at the
+	// same place would be adopted: TestRestoreAdoptsItsHalfMadeMigDevice).
+	intruder, err := createMig(n, n.mig(0, "1g.10gb", 2))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ package prepare
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -79,6 +80,9 @@ func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 		if _, ok := s.Store.Get(spec.UID); ok {
 			continue
 		}
+		if _, newer := s.Store.Newer(spec.UID); newer {
+			continue // a newer driver's claim: its spec is its own
+		}
 		rec, usable := checkpoint.FromSpecAnnotations(spec.UID, spec.Annotations)
 		if !usable || rec.State != checkpoint.PrepareCompleted {
 			logger.Info("Removing CDI spec without a usable record", "claimUID", spec.UID)
@@ -96,17 +100,23 @@ func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 		report.Rebuilt++
 	}
 
-	for _, rec := range s.Store.List() {
-		if rec.State == checkpoint.PrepareStarted {
-			logger.Info("Rolling back interrupted prepare", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
-			if err := s.unprepare(ctx, rec); err != nil {
-				report.problem(logger, err, "Rolling back interrupted prepare", "claimUID", rec.UID)
-				s.hold(rec) // still configured: keep others off its devices
-				continue
-			}
-			report.RolledBack++
+	// Every record holds its devices from here on, whatever becomes of
+	// its rollback or restore (owners.go).
+	s.holdAll()
+	records := s.Store.List()
+	for _, rec := range records {
+		if rec.State != checkpoint.PrepareStarted {
 			continue
 		}
+		logger.Info("Rolling back interrupted prepare", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
+		if err := s.rollBackAtStart(rec); err != nil {
+			// Still configured, and still held: others stay off it.
+			report.problem(logger, err, "Rolling back interrupted prepare", "claimUID", rec.UID)
+			continue
+		}
+		report.RolledBack++
+	}
+	for _, rec := range restoreOrder(records) {
 		reconfigured, err := s.restore(logger, rec)
 		if err != nil {
 			report.problem(logger, err, "Restoring prepared claim", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
@@ -210,14 +220,12 @@ func (s *State) unprepareIf(ctx context.Context, uid types.UID, check func(check
 // that no prepared claim owns: what a crash between "created" and
 // "checkpointed" leaves behind.
 func (s *State) destroyUnownedMig(logger klog.Logger, report *RecoveryReport) int {
-	owned := map[[2]string]bool{}
-	for _, rec := range s.Store.List() {
-		for _, d := range rec.Devices {
-			if d.Mig != nil && d.Mig.Dynamic && d.Mig.GIID >= 0 {
-				owned[[2]string{d.Mig.ParentUUID, fmt.Sprint(d.Mig.GIID)}] = true
-			}
-		}
+	o := s.owners()
+	if o.opaque {
+		logger.Info("A newer driver's record cannot be read: leaving every MIG device as it is")
+		return 0
 	}
+	owned := o.ownedMig()
 	destroyed := 0
 	seen := map[string]bool{}
 	for _, dev := range s.Devices {
@@ -234,7 +242,7 @@ func (s *State) destroyUnownedMig(logger klog.Logger, report *RecoveryReport) in
 			continue
 		}
 		for _, m := range existing {
-			if owned[[2]string{gpu.UUID, fmt.Sprint(m.GIID)}] {
+			if owned[migKey{gpu.UUID, m.GIID}] {
 				continue
 			}
 			if err := mig.Destroy(gpu.Device, m.GIID, m.CIID); err != nil {
@@ -271,14 +279,12 @@ func (s *State) stopUnownedMPS(logger klog.Logger, report *RecoveryReport) int {
 	if s.Sharing == nil || s.Sharing.MPS == nil {
 		return 0
 	}
-	owned := map[string]bool{}
-	for _, rec := range s.Store.List() {
-		for _, d := range rec.Devices {
-			if d.Sharing != nil && d.Sharing.Strategy == configapi.MpsStrategy {
-				owned[d.Sharing.Target] = true
-			}
-		}
+	o := s.owners()
+	if o.opaque {
+		logger.Info("A newer driver's record cannot be read: leaving every MPS daemon as it is")
+		return 0
 	}
+	owned := o.mpsTargets()
 	stopped := 0
 	for _, d := range s.Sharing.MPS.Daemons() {
 		if owned[d.DeviceUUID] {
@@ -291,4 +297,32 @@ func (s *State) stopUnownedMPS(logger klog.Logger, report *RecoveryReport) int {
 		stopped++
 	}
 	return stopped
+}
+
+// restoreOrder is the order start restores kept claims in: claims without
+// dynamic MIG devices first (a whole GPU needs MIG mode off unless it is
+// admin access), then by UID, so that the outcome never depends on map
+// order.
+func restoreOrder(records []checkpoint.PreparedClaim) []checkpoint.PreparedClaim {
+	out := make([]checkpoint.PreparedClaim, 0, len(records))
+	for _, rec := range records {
+		if rec.State != checkpoint.PrepareStarted {
+			out = append(out, rec)
+		}
+	}
+	hasMig := func(rec checkpoint.PreparedClaim) bool {
+		for _, d := range rec.Devices {
+			if d.Mig != nil && d.Mig.Dynamic {
+				return true
+			}
+		}
+		return false
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if mi, mj := hasMig(out[i]), hasMig(out[j]); mi != mj {
+			return !mi
+		}
+		return out[i].UID < out[j].UID
+	})
+	return out
 }

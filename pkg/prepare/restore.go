@@ -28,17 +28,25 @@ import (
 // same devices, configured again, under a CDI spec that names them as they
 // are now (a re-created MIG device has a new UUID).
 
-// RestoreError says why a prepared claim could not be restored after a
-// reboot (or a GPU reset). Prepare of the claim fails with it until a
-// restore succeeds; it is never answered from the stale record.
+// RestoreError says why a prepared claim could not be restored (after a
+// reboot or a GPU reset) or served as recorded (a device it names is no
+// longer offered). Prepare of the claim fails with it until a restore
+// succeeds; it is never answered from the stale record. The claim keeps
+// its hardware meanwhile (owners.go).
 type RestoreError struct {
 	Namespace, Name string
 	UID             types.UID
-	Reason          error
+	// Reconfigure: the claim's devices lost their configuration (a
+	// reboot or a GPU reset) and could not be configured again.
+	Reconfigure bool
+	Reason      error
 }
 
 func (e *RestoreError) Error() string {
-	return fmt.Sprintf("claim %s/%s was prepared before the node rebooted (or its GPU was reset) and cannot be restored: %v", e.Namespace, e.Name, e.Reason)
+	if e.Reconfigure {
+		return fmt.Sprintf("claim %s/%s was prepared before the node rebooted (or its GPU was reset) and cannot be restored: %v", e.Namespace, e.Name, e.Reason)
+	}
+	return fmt.Sprintf("claim %s/%s is prepared but cannot be served as recorded: %v", e.Namespace, e.Name, e.Reason)
 }
 
 func (e *RestoreError) Unwrap() error { return e.Reason }
@@ -63,10 +71,10 @@ func (s *State) clearUnrestored(uid types.UID) {
 }
 
 // setUnrestored records why a claim could not be restored and returns it.
-func (s *State) setUnrestored(rec checkpoint.PreparedClaim, err error) error {
+func (s *State) setUnrestored(rec checkpoint.PreparedClaim, reconfigure bool, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := &RestoreError{Namespace: rec.Namespace, Name: rec.Name, UID: rec.UID, Reason: err}
+	e := &RestoreError{Namespace: rec.Namespace, Name: rec.Name, UID: rec.UID, Reconfigure: reconfigure, Reason: err}
 	s.unrestored[rec.UID] = e
 	return e
 }
@@ -125,17 +133,29 @@ func migPresent(dev *AllocatableDevice, d checkpoint.PreparedDevice) bool {
 	return false
 }
 
-// restore makes a kept claim's devices what its record says they are and
-// holds them. A claim whose devices lost their configuration is configured
-// again at its recorded placements; any claim's sharing is put back (MPS
-// daemons are left to the supervisor, so that start never waits for one)
-// and its CDI spec rewritten where it is missing, damaged or stale. On
-// failure nothing of the claim stays configured and the claim is marked
-// unrestored. The caller holds the claim's locks, or runs before the
-// kubelet is served.
+// restore makes a kept claim's devices what its record says they are. A
+// claim whose devices lost their configuration is configured again at its
+// recorded placements (adopting a MIG device already there, restoreMig),
+// its time slices set again (MPS daemons are left to the supervisor, so
+// that start never waits for one), and its CDI spec rewritten. A claim
+// whose devices kept their configuration is left as it is, hardware
+// included: only a missing or damaged CDI spec is rewritten. On failure
+// the claim is marked unrestored, what this attempt configured is undone
+// and nothing else: the claim keeps its record and its hardware (it stays
+// held) until the kubelet unprepares it. The caller holds the claim's
+// locks, or runs before the kubelet is served.
 func (s *State) restore(logger klog.Logger, rec checkpoint.PreparedClaim) (reconfigured bool, err error) {
 	reconfigure := s.configuredAway(rec)
 	return reconfigure, s.restoreAs(logger, rec, reconfigure)
+}
+
+// restoreAttempt is what one restore configured, so that a failure undoes
+// exactly that.
+type restoreAttempt struct {
+	rec         checkpoint.PreparedClaim
+	reconfigure bool
+	created     []int // devices whose MIG device this attempt made
+	timeSlices  []int // devices whose time slice this attempt set
 }
 
 func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reconfigure bool) error {
@@ -147,42 +167,60 @@ func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reco
 		forgetInstances(&rec)
 		rec.State = checkpoint.RestorePending
 		if err := s.Store.Put(rec); err != nil {
-			return s.setUnrestored(rec, err)
+			return s.setUnrestored(rec, true, err)
 		}
 	}
-	planned := make([]plannedDevice, 0, len(rec.Devices))
-	for i := range rec.Devices {
-		d := &rec.Devices[i]
-		dev, ok := s.Devices[d.Device]
-		if !ok {
-			return s.failRestore(rec, fmt.Errorf("device %s is no longer on this node", d.Device))
-		}
-		if reconfigure {
-			if err := s.reconfigureDevice(d, dev); err != nil {
-				return s.failRestore(rec, fmt.Errorf("device %s: %w", d.Device, err))
+	a := &restoreAttempt{rec: rec, reconfigure: reconfigure}
+	if !reconfigure && s.specIntact(rec.UID) {
+		// Nothing to configure and nothing to write: a device no longer
+		// offered (a lost GPU, a chart value changed) keeps its claim's
+		// other devices as they are, and the pod keeps running.
+		for _, d := range rec.Devices {
+			if _, ok := s.Devices[d.Device]; !ok {
+				logger.Info("Prepared claim names a device this node no longer offers; keeping the claim as it is", "claim", klog.KRef(rec.Namespace, rec.Name), "device", d.Device)
 			}
 		}
-		extra, err := s.sharingEdits(d.Sharing)
+		s.clearUnrestored(rec.UID)
+		return nil
+	}
+	planned := make([]plannedDevice, 0, len(a.rec.Devices))
+	for i := range a.rec.Devices {
+		d := &a.rec.Devices[i]
+		dev, ok := s.Devices[d.Device]
+		if !ok {
+			return s.failRestore(a, fmt.Errorf("device %s is no longer on this node", d.Device))
+		}
+		if reconfigure {
+			made, err := s.reconfigureDevice(a.rec.UID, d, dev)
+			if made {
+				a.created = append(a.created, i)
+			}
+			if err != nil {
+				return s.failRestore(a, fmt.Errorf("device %s: %w", d.Device, err))
+			}
+		}
+		extra, err := s.sharingEdits(d.Sharing, reconfigure)
+		if reconfigure && d.Sharing != nil && d.Sharing.Strategy == configapi.TimeSlicingStrategy {
+			a.timeSlices = append(a.timeSlices, i)
+		}
 		if err != nil {
-			return s.failRestore(rec, fmt.Errorf("device %s: %w", d.Device, err))
+			return s.failRestore(a, fmt.Errorf("device %s: %w", d.Device, err))
 		}
 		planned = append(planned, plannedDevice{device: dev, extra: extra})
 	}
-	if reconfigure || !s.specIntact(rec.UID) {
-		logger.Info("Writing CDI spec from the checkpoint", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
-		if reconfigure {
-			rec.BootID, rec.State = s.BootID, checkpoint.PrepareCompleted
-		}
-		if err := s.writeSpec(rec, planned); err != nil {
-			return s.failRestore(rec, fmt.Errorf("write CDI spec: %w", err))
-		}
+	logger.Info("Writing CDI spec from the checkpoint", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
+	if reconfigure {
+		a.rec.BootID, a.rec.State = s.BootID, checkpoint.PrepareCompleted
+	}
+	if err := s.writeSpec(a.rec, planned); err != nil {
+		return s.failRestore(a, fmt.Errorf("write CDI spec: %w", err))
 	}
 	if reconfigure {
-		if err := s.Store.Put(rec); err != nil {
-			return s.failRestore(rec, err)
+		if err := s.Store.Put(a.rec); err != nil {
+			return s.failRestore(a, err)
 		}
 	}
-	s.hold(rec)
+	s.hold(a.rec)
 	s.clearUnrestored(rec.UID)
 	// The claim's device status is written by RemoveStale, from the
 	// ResourceClaim the API server returns (and by the kubelet's prepare).
@@ -202,59 +240,113 @@ func forgetInstances(rec *checkpoint.PreparedClaim) {
 	}
 }
 
-// reconfigureDevice configures one device of a claim again. The record's
-// placement must be the published device's: a device name that now means
-// something else is not the claim's device.
-func (s *State) reconfigureDevice(d *checkpoint.PreparedDevice, dev *AllocatableDevice) error {
+// reconfigureDevice configures one device of a claim again and reports
+// whether it made a MIG device. The record's placement must be the
+// published device's: a device name that now means something else is not
+// the claim's device.
+func (s *State) reconfigureDevice(uid types.UID, d *checkpoint.PreparedDevice, dev *AllocatableDevice) (made bool, err error) {
 	if d.Mig != nil {
 		if dev.Kind == configapi.WholeGPU || d.Mig.Profile != dev.Placement.Profile.Name || d.Mig.Start != dev.Placement.Start || d.Mig.ParentUUID != dev.GPU.UUID {
-			return fmt.Errorf("the node now publishes it as another device than the recorded %s MIG device at start %d of GPU %s", d.Mig.Profile, d.Mig.Start, d.Mig.ParentUUID)
+			return false, fmt.Errorf("the node now publishes it as another device than the recorded %s MIG device at start %d of GPU %s", d.Mig.Profile, d.Mig.Start, d.Mig.ParentUUID)
 		}
 	}
-	if dev.Kind == configapi.MIG {
+	switch dev.Kind {
+	case configapi.MIG:
 		// The admin's MIG devices come back (if at all) with new UUIDs.
 		old := d.UUID
 		d.UUID, d.Mig.GIID, d.Mig.CIID = dev.StaticUUID, dev.GIID, dev.CIID
 		if d.Sharing != nil && d.Sharing.Target == old {
 			d.Sharing.Target = dev.StaticUUID
 		}
-		return nil
-	}
-	// On a GPU whose MIG mode changes only with a reset (Ampere) and
-	// that came back with MIG mode off, this fails and says so.
-	if err := s.configureDevice(d, dev); err != nil {
-		return err
+		return false, nil
+	case configapi.DynamicMIG:
+		adopted, err := s.adoptMig(uid, d, dev)
+		if err != nil {
+			return false, err
+		}
+		if !adopted {
+			// On a GPU whose MIG mode changes only with a reset (Ampere)
+			// and that came back with MIG mode off, this fails and says so.
+			if err := s.configureDevice(d, dev); err != nil {
+				return false, err
+			}
+			made = true
+		}
+	default:
+		if err := s.configureDevice(d, dev); err != nil {
+			return false, err
+		}
 	}
 	if d.Sharing != nil && d.Sharing.Target == "" {
 		d.Sharing.Target = d.UUID
 	}
-	return nil
+	return made, nil
 }
 
-// failRestore undoes what a failed restore configured and marks the claim.
-// The record stays (with no MIG identity), so that the kubelet's unprepare
-// finds it and a later start or prepare tries again.
-func (s *State) failRestore(rec checkpoint.PreparedClaim, cause error) error {
-	for _, d := range rec.Devices {
-		if d.Mig == nil || !d.Mig.Dynamic || d.Mig.GIID < 0 {
+// adoptMig takes over a MIG device that sits at the recorded placement
+// with the recorded profile and that no record owns: one an earlier
+// restore of this claim made before the plugin was killed.
+func (s *State) adoptMig(uid types.UID, d *checkpoint.PreparedDevice, dev *AllocatableDevice) (bool, error) {
+	o := s.owners()
+	if o.opaque {
+		return false, nil // it may be an unreadable newer record's
+	}
+	existing, err := nvdev.ExistingMigDevices(dev.GPU.Device, dev.GPU.MigProfiles)
+	if err != nil {
+		return false, nil // MIG mode off, or unknown: create as usual
+	}
+	for _, m := range existing {
+		if m.Placement.Start != d.Mig.Start || m.Profile.Name != d.Mig.Profile {
 			continue
 		}
-		if dev, ok := s.Devices[d.Device]; ok {
+		if owner, owned := o.migOwner(dev.GPU.UUID, m.GIID); owned && owner != uid {
+			return false, nil // another claim's: creating fails and says so
+		}
+		inst, err := mig.Adopt(dev.GPU.Device, dev.Placement, m.GIID, m.CIID)
+		if err != nil {
+			return false, err
+		}
+		d.UUID, d.Mig.GIID, d.Mig.CIID = inst.UUID, inst.GIID, inst.CIID
+		return true, nil
+	}
+	return false, nil
+}
+
+// failRestore undoes what a failed restore attempt configured (the MIG
+// devices it made, the time slices it set) and marks the claim. Nothing
+// else is touched: a MIG device the attempt adopted is left, and a claim
+// whose devices kept their configuration keeps its CDI spec. The record
+// stays, and the claim keeps holding its devices, so that the kubelet's
+// unprepare finds it and a later start or prepare tries again.
+func (s *State) failRestore(a *restoreAttempt, cause error) error {
+	rec := a.rec
+	for _, i := range a.timeSlices {
+		_ = s.releaseSharing(rec.UID, rec.Devices[i].Sharing)
+	}
+	for _, i := range a.created {
+		d := rec.Devices[i]
+		if dev, ok := s.Devices[d.Device]; ok && d.Mig != nil && d.Mig.GIID >= 0 {
 			_ = mig.Destroy(dev.GPU.Device, d.Mig.GIID, d.Mig.CIID)
+			_ = mig.DisableIfEmpty(dev.GPU.Device, dev.GPU.MigProfiles)
 		}
 	}
-	_ = s.CDI.Remove(rec.UID)
-	forgetInstances(&rec)
-	rec.State = checkpoint.RestorePending
-	_ = s.Store.Put(rec)
-	s.releaseHeld(rec.UID)
-	return s.setUnrestored(rec, cause)
+	if a.reconfigure {
+		// The spec names devices as they were before the reboot or reset.
+		_ = s.CDI.Remove(rec.UID)
+		forgetInstances(&rec)
+		rec.State = checkpoint.RestorePending
+		_ = s.Store.Put(rec)
+	}
+	s.hold(rec)
+	return s.setUnrestored(rec, a.reconfigure, cause)
 }
 
 // sharingEdits puts a recorded sharing setting back without waiting for
-// anything: a time slice is set again; an MPS daemon is only named (its
-// CDI edits need no running daemon) and started by the supervisor.
-func (s *State) sharingEdits(rec *checkpoint.SharingRecord) (extraEdits, error) {
+// anything when the claim's devices lost their configuration (a time
+// slice is set again), and otherwise only computes the CDI edits. An MPS
+// daemon is only named (its CDI edits need no running daemon) and started
+// by the supervisor.
+func (s *State) sharingEdits(rec *checkpoint.SharingRecord, reconfigure bool) (extraEdits, error) {
 	if rec == nil || s.Sharing == nil {
 		return extraEdits{}, nil
 	}
@@ -263,6 +355,9 @@ func (s *State) sharingEdits(rec *checkpoint.SharingRecord) (extraEdits, error) 
 			return extraEdits{}, fmt.Errorf("the record uses MPS, which this node does not run")
 		}
 		return mpsEdits(s.Sharing.MPS, rec)
+	}
+	if !reconfigure {
+		return extraEdits{}, nil // a time slice needs no CDI edit
 	}
 	return s.applySharing(rec)
 }

@@ -256,20 +256,10 @@ func (s *State) releaseSharing(claim types.UID, rec *checkpoint.SharingRecord) e
 	return nil
 }
 
-// sharedWith returns the setting (and its claim) of another prepared claim
-// that uses the same strategy on the same device, or nil.
+// sharedWith returns the setting (and its claim) of another owning record
+// (owners.go) that uses the same strategy on the same device, or nil.
 func (s *State) sharedWith(claim types.UID, rec *checkpoint.SharingRecord) (*checkpoint.SharingRecord, *checkpoint.PreparedClaim) {
-	for _, other := range s.Store.List() {
-		if other.UID == claim {
-			continue
-		}
-		for _, d := range other.Devices {
-			if d.Sharing != nil && d.Sharing.Strategy == rec.Strategy && d.Sharing.Target == rec.Target {
-				return d.Sharing, &other
-			}
-		}
-	}
-	return nil, nil
+	return s.owners().sharing(claim, rec)
 }
 
 // SuperviseSharing restarts MPS daemons of prepared claims that died, for

@@ -236,6 +236,15 @@ func (s *State) unprepare(_ context.Context, rec checkpoint.PreparedClaim) error
 	return s.undo(rec)
 }
 
+// rollBackAtStart undoes an interrupted prepare before the kubelet is
+// served. It never waits for the API server: an MPS daemon (a pod) is not
+// stopped here but left unowned, and RemoveStale stops it in the
+// background.
+func (s *State) rollBackAtStart(rec checkpoint.PreparedClaim) error {
+	defer s.lockRecordDevices(rec)()
+	return s.undoAs(rec, true)
+}
+
 // lockRecordDevices locks the devices a record names that the node still
 // has, and returns the unlock.
 func (s *State) lockRecordDevices(rec checkpoint.PreparedClaim) func() {
@@ -250,11 +259,16 @@ func (s *State) lockRecordDevices(rec checkpoint.PreparedClaim) func() {
 
 // undo reverses every step of a (possibly partial) prepare. The caller
 // holds the claim lock and the locks of the claim's devices.
-func (s *State) undo(rec checkpoint.PreparedClaim) error {
+func (s *State) undo(rec checkpoint.PreparedClaim) error { return s.undoAs(rec, false) }
+
+func (s *State) undoAs(rec checkpoint.PreparedClaim, atStart bool) error {
 	if err := s.CDI.Remove(rec.UID); err != nil {
 		return err
 	}
 	for _, d := range rec.Devices {
+		if atStart && d.Sharing != nil && d.Sharing.Strategy == configapi.MpsStrategy {
+			continue // stopped as unowned, in the background
+		}
 		if err := s.releaseSharing(rec.UID, d.Sharing); err != nil {
 			return fmt.Errorf("device %s: %w", d.Device, err)
 		}
@@ -282,6 +296,11 @@ func (s *State) retryRestore(ctx context.Context, rec checkpoint.PreparedClaim) 
 		return nil
 	}
 	defer s.lockRecordDevices(rec)()
+	// The claim held its devices all along (owners.go); a record on disk
+	// that overlaps it anyway is refused rather than configured under.
+	if err := s.checkHeld(rec); err != nil {
+		return s.setUnrestored(rec, s.configuredAway(rec), err)
+	}
 	_, err := s.restore(klog.FromContext(ctx), rec)
 	return err
 }
