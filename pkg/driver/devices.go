@@ -16,16 +16,24 @@ import (
 )
 
 // DeviceTable is what a node offers: its inventory, published with the
-// node's options, where GPUs on which the checkpoint holds MIG devices this
-// driver created stay dynamically partitioned (rather than being taken for
-// an admin's static MIG layout), and keep publishing the profiles of those
-// devices even where --mig-profiles no longer lists them (so that their
-// claims can be unprepared). The plugin and --print-slices both use it.
+// node's options, where what the checkpoint's records hold stays offered
+// while they hold it (records of every state and of newer drivers:
+// checkpoint.Store.Owning). GPUs on which they hold MIG devices this driver
+// created stay dynamically partitioned (rather than being taken for an
+// admin's static MIG layout) and keep publishing the profiles of those
+// devices even where --mig-profiles no longer lists them, and a held
+// monitor device stays published with monitor devices turned off, so that
+// their claims keep their devices and can be unprepared. The plugin and
+// --print-slices both use it.
 func DeviceTable(inv *nvdev.Inventory, o resourceslices.Options, records []checkpoint.PreparedClaim) resourceslices.Table {
 	o.DynamicParents = map[string]bool{}
 	o.HeldMigProfiles = map[string][]string{}
+	o.HeldMonitors = map[string]bool{}
 	for _, rec := range records {
 		for _, d := range rec.Devices {
+			if resourceslices.IsMonitorDeviceName(d.Device) {
+				o.HeldMonitors[d.UUID] = true
+			}
 			if d.Mig != nil && d.Mig.Dynamic {
 				o.DynamicParents[d.Mig.ParentUUID] = true
 				o.HeldMigProfiles[d.Mig.ParentUUID] = append(o.HeldMigProfiles[d.Mig.ParentUUID], d.Mig.Profile)

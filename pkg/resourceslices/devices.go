@@ -119,6 +119,10 @@ type Options struct {
 	// the scheduler's per-device CEL work scales with, but admin-access
 	// requests on dynamic MIG nodes stay Pending while a GPU is in use.
 	NoMonitorDevices bool
+	// HeldMonitors are GPUs (by UUID) whose monitor device the checkpoint
+	// holds: it stays published even with NoMonitorDevices, so that its
+	// claim keeps its device and can be unprepared.
+	HeldMonitors map[string]bool
 	// MigProfiles, when not empty, limits dynamic MIG to these profiles
 	// (names as NVIDIA spells them, e.g. "1g.10gb", "1g.10gb+me"): the
 	// scheduler's work per node grows with the devices it publishes, and a

@@ -63,8 +63,10 @@ func NewTable(inv *nvdev.Inventory, o Options) Table {
 			t.Entries = append(t.Entries, entries...)
 		}
 	}
-	if !o.NoMonitorDevices {
-		t.Entries = append(t.Entries, monitorEntries(inv)...)
+	for _, e := range monitorEntries(inv) {
+		if !o.NoMonitorDevices || o.HeldMonitors[e.GPU.UUID] {
+			t.Entries = append(t.Entries, e)
+		}
 	}
 	return t
 }
