@@ -29,7 +29,8 @@ import (
 //     creation and destruction fail with NO_PERMISSION.
 //   - MIG devices have UUIDs, handles and device attributes, a capability
 //     tree in ProcRoot, and the whole MIG state is persisted in the state
-//     directory so a restarted plugin finds what the GPU still holds.
+//     directory so a restarted plugin finds what the GPU still holds; a
+//     changed profile changes MIG mode as an admin would (profile_mode.go).
 //   - A simulated reboot (Reboot, reboot.go) destroys every instance; MIG
 //     device UUIDs include the boot ID from the first reboot on, so
 //     re-created devices get new ones.
@@ -56,23 +57,28 @@ func (s *Simulator) wireMig() error {
 	if err != nil {
 		return err
 	}
-	fresh := false
+	dirty := false
 	for _, d := range s.Devices {
 		dev := d.(*server.Device)
 		m.wireDevice(dev)
 		st, ok := state[dev.UUID]
 		if !ok {
 			// Never seen: the GPU is as an admin left it at boot.
-			fresh = true
-			if s.Profile.MigEnabled {
-				st.MigMode = nvml.DEVICE_MIG_ENABLE
-			}
+			dirty = true
+			st.MigMode = m.profileMigMode()
 		}
 		if err := m.restore(dev, st); err != nil {
 			return err
 		}
+		// A changed profile is an admin's MIG mode change (profile_mode.go).
+		if ok && m.profileChanged(dev, st) {
+			m.mu.Lock()
+			m.applyProfileMigMode(dev)
+			m.mu.Unlock()
+		}
+		dirty = dirty || st.ProfileMigMode == nil || *st.ProfileMigMode != m.profileMigMode()
 	}
-	if fresh {
+	if dirty {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if ret := m.save(); ret != nvml.SUCCESS {

@@ -22,6 +22,9 @@ type migState struct {
 	// MigMode.
 	PendingMigMode *int            `json:"pendingMigMode,omitempty"`
 	Instances      []instanceState `json:"instances,omitempty"`
+	// ProfileMigMode is the MIG mode the profile asked for when the state
+	// was written (profile_mode.go); absent in states of older simulators.
+	ProfileMigMode *int `json:"profileMigMode,omitempty"`
 }
 
 type instanceState struct {
@@ -99,7 +102,8 @@ func (m *migSim) save() nvml.Return {
 	for _, d := range m.sim.Devices {
 		dev := d.(*server.Device)
 		dev.RLock()
-		st := migState{MigMode: dev.MigMode}
+		profileMode := m.profileMigMode()
+		st := migState{MigMode: dev.MigMode, ProfileMigMode: &profileMode}
 		if p := m.pending[dev]; p != dev.MigMode {
 			st.PendingMigMode = &p
 		}

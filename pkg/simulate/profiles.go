@@ -53,7 +53,9 @@ type Profile struct {
 	Model string
 	Count int
 	GPU   gpus.Config
-	// MigEnabled starts GPUs without a recorded state in MIG mode.
+	// MigEnabled starts GPUs without a recorded state in MIG mode, and
+	// turns MIG mode on where the recorded state was written under a
+	// profile without it (and off the other way round; profile_mode.go).
 	MigEnabled bool
 	hw         model
 }
