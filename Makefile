@@ -26,9 +26,13 @@ build: ## Build the plugin, the admission webhook, the gpudra CLI, the static nv
 	CGO_ENABLED=0 $(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/nvidia-smi-sim ./cmd/nvidia-smi-sim
 	GOBIN=$(abspath $(BIN_DIR)) $(GO) install -trimpath -ldflags "-s -w" $(NVIDIA_CDI_HOOK)@$$($(GO) list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)
 
+# GDRA_NVIDIA_HOST_ROOT: the pinned R535 userspace (host layout) that
+# hack/nvidia-userspace.sh unpacks into the cache; test/nvidia checks every
+# NVML entry point the binaries call against its libnvidia-ml.so.
 test: ## Run all unit and plugin tests under the race detector (no GPU, no cluster needed)
 	hack/cluster/build.sh helm
-	$(GO) test -race -count=1 -timeout 30m ./...
+	root=$$(hack/nvidia-userspace.sh --print-root host) && \
+		GDRA_NVIDIA_HOST_ROOT=$$root $(GO) test -race -count=1 -timeout 30m ./...
 
 # Fuzz targets as package:FuzzName pairs; add yours on a line of its own.
 # Their seed corpora (testdata/fuzz/<FuzzName>) also run as plain tests in `make test`.
