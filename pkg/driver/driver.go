@@ -125,7 +125,8 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	table := DeviceTable(cfg.Backend.Inventory, cfg.Publish, store.List())
+	owning, _ := store.Owning()
+	table := DeviceTable(cfg.Backend.Inventory, cfg.Publish, owning)
 	resources := table.Resources(cfg.NodeName)
 	if err := resourceslices.Validate(resources); err != nil {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
@@ -168,6 +169,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("restrict %s: %w", cfg.PluginDir, err)
 	}
 	d.sweepMetadata(ctx) // before the kubelet's calls come in
+	d.restoreMetadata(ctx)
 	opts := []kubeletplugin.Option{
 		kubeletplugin.DriverName(cfg.DriverName),
 		kubeletplugin.NodeName(cfg.NodeName),

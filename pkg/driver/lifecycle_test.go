@@ -127,7 +127,7 @@ func TestStartDoesNotWaitForTheAPIServer(t *testing.T) {
 				t.Errorf("API server %s: GPU %s has %d MIG devices, want the 7 restored", api.name, g.UUID, got)
 			}
 		}
-		specs, _ := filepath.Glob(filepath.Join(n.dir("cdi"), "*.json"))
+		specs, _ := filepath.Glob(filepath.Join(n.dir("cdi"), "k8s."+testDriver+"-claim_*.json"))
 		if len(specs) != 56 {
 			t.Errorf("API server %s: %d CDI specs, want 56", api.name, len(specs))
 		}

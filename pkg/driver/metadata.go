@@ -105,7 +105,9 @@ func (m *deviceMetadata) attributes(rec checkpoint.PreparedDevice) map[string]re
 	}
 	setString(attrs, resourceslices.AttrUUID, rec.UUID) // a dynamic MIG device has one only now
 	setString(attrs, resourceslices.AttrProductName, rec.ProductName)
-	if rec.Type != "" {
+	if _, published := attrs[resourceslices.AttrType]; !published {
+		// The record's Type is the config type ("gpu" for a monitor
+		// device too): it must not override the published one.
 		setString(attrs, resourceslices.AttrType, string(rec.Type))
 	}
 	if rec.Mig != nil {

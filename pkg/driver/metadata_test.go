@@ -20,6 +20,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // containerMetadata prepares claim as the kubelet does, applies every CDI
@@ -27,8 +28,20 @@ import (
 // reads the metadata file the container would see at its well-known path.
 func (n *node) containerMetadata(t *testing.T, claim *resourceapi.ResourceClaim) metadata.Device {
 	t.Helper()
-	spec := inject(t, n.dir("cdi"), n.allCDIIDs(claim)...)
+	d, _ := n.metadataOf(t, claim, n.allCDIIDs(claim))
+	return d
+}
+
+// metadataOf applies the CDI devices ids, as the container runtime does
+// when it (re)starts a container of claim, and reads the metadata file the
+// container sees; it returns the file's device and generation.
+func (n *node) metadataOf(t *testing.T, claim *resourceapi.ResourceClaim, ids []string) (metadata.Device, int64) {
+	t.Helper()
+	spec := inject(t, n.dir("cdi"), ids...)
 	want := metadata.ResourceClaimFilePath(testDriver, claim.Name, "gpu")
+	if pc, ok := claim.Annotations[resourceapi.PodResourceClaimAnnotation]; ok {
+		want = metadata.ResourceClaimTemplateFilePath(testDriver, pc, "gpu")
+	}
 	var source string
 	for _, m := range spec.Mounts {
 		if m.Destination == want {
@@ -65,7 +78,7 @@ func (n *node) containerMetadata(t *testing.T, claim *resourceapi.ResourceClaim)
 	if d.Driver != testDriver || d.Pool != testNode || d.Name != claim.Status.Allocation.Devices.Results[0].Device {
 		t.Errorf("claim %s: metadata names device %s/%s/%s", claim.Name, d.Driver, d.Pool, d.Name)
 	}
-	return d
+	return d, dm.Generation
 }
 
 // attrString and attrInt read one attribute; "" or -1 when absent.
@@ -187,6 +200,24 @@ func TestDeviceMetadataDynamicMIG(t *testing.T) {
 	}
 	if got := attrString(d, "productName"); got != g.ProductName {
 		t.Errorf("productName %q, want %q", got, g.ProductName)
+	}
+	requirePublished(t, n, d)
+	requireNoSharing(t, d)
+	n.unprepare(claim)
+}
+
+// Issue 28, defect 7: a monitor device's metadata has the type its
+// ResourceSlice publishes (monitor), not its record's config type (gpu).
+func TestDeviceMetadataMonitorType(t *testing.T) {
+	n := newNode(t, "h100x1")
+	g := n.driver.cfg.Backend.Inventory.GPUs[0]
+	claim := n.adminClaim("watch", []string{"gpu-0-monitor"})
+	d := n.containerMetadata(t, claim)
+	if got := attrString(d, "type"); got != resourceslices.TypeMonitor {
+		t.Errorf("type %q, want %q as published", got, resourceslices.TypeMonitor)
+	}
+	if got := attrString(d, "uuid"); got != g.UUID {
+		t.Errorf("uuid %q, want the GPU's %q", got, g.UUID)
 	}
 	requirePublished(t, n, d)
 	requireNoSharing(t, d)

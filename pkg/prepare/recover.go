@@ -127,6 +127,10 @@ func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 			report.Restored++
 		}
 		report.Kept++
+		if missing := s.missingDevices(rec); len(missing) > 0 {
+			err := fmt.Errorf("devices %v are no longer offered by this node (a GPU lost, or a chart value changed); the claim keeps its other devices and its CDI spec until the kubelet unprepares it", missing)
+			report.problem(logger, err, "Prepared claim names devices this node no longer offers", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
+		}
 	}
 	report.UnownedMig = s.destroyUnownedMig(logger, &report)
 	return report

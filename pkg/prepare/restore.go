@@ -174,12 +174,8 @@ func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reco
 	if !reconfigure && s.specIntact(rec.UID) {
 		// Nothing to configure and nothing to write: a device no longer
 		// offered (a lost GPU, a chart value changed) keeps its claim's
-		// other devices as they are, and the pod keeps running.
-		for _, d := range rec.Devices {
-			if _, ok := s.Devices[d.Device]; !ok {
-				logger.Info("Prepared claim names a device this node no longer offers; keeping the claim as it is", "claim", klog.KRef(rec.Namespace, rec.Name), "device", d.Device)
-			}
-		}
+		// other devices as they are, and the pod keeps running
+		// (RecoverLocal reports it: missingDevices).
 		s.clearUnrestored(rec.UID)
 		return nil
 	}
@@ -225,6 +221,17 @@ func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reco
 	// The claim's device status is written by RemoveStale, from the
 	// ResourceClaim the API server returns (and by the kubelet's prepare).
 	return nil
+}
+
+// missingDevices are the devices of a record this node no longer offers.
+func (s *State) missingDevices(rec checkpoint.PreparedClaim) []string {
+	var out []string
+	for _, d := range rec.Devices {
+		if _, ok := s.Devices[d.Device]; !ok {
+			out = append(out, d.Device)
+		}
+	}
+	return out
 }
 
 // forgetInstances clears the MIG identities of dynamic MIG devices.
