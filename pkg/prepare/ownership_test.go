@@ -362,3 +362,28 @@ func TestUnreadableNewerRecordKeepsEveryMigDevice(t *testing.T) {
 		t.Error("an MPS daemon the unreadable record may own was stopped")
 	}
 }
+
+// TestRestoreRetryChecksOtherClaims (defect 5): the kubelet's retry of an
+// unrestored claim does not configure its devices under another claim's:
+// here a record (of an older driver, say) names a MIG device on a GPU
+// that another claim uses whole.
+func TestRestoreRetryChecksOtherClaims(t *testing.T) {
+	n := newNode(t, "h100x1", true)
+	n.prepare(claim("uid-whole", dev("gpu-0")))
+	name := n.mig(0, "1g.10gb", 0)
+	c := claim("uid-waiting", dev(name))
+	rec := checkpoint.PreparedClaim{UID: "uid-waiting", Namespace: "ns", Name: c.Name, State: checkpoint.RestorePending, BootID: n.sim.BootID(),
+		Devices: []checkpoint.PreparedDevice{{Requests: []string{"gpu"}, Pool: testPool, Device: name, Type: "mig",
+			CDIDeviceIDs: []string{n.cdi.DeviceID("uid-waiting", name)},
+			Mig:          &checkpoint.MigRecord{ParentUUID: n.uuid(0), Profile: "1g.10gb", Start: 0, Size: 1, Dynamic: true, GIID: -1, CIID: -1}}}}
+	if err := n.store.Put(rec); err != nil {
+		t.Fatal(err)
+	}
+	_, err := n.tryPrepare(c)
+	if err == nil || !strings.Contains(err.Error(), "uid-whole") {
+		t.Errorf("retry of the waiting claim: %v, want a refusal naming uid-whole", err)
+	}
+	if got := n.sim.MigInstanceCount(n.uuid(0)); got != 0 {
+		t.Errorf("the retry made %d MIG devices on the GPU claim uid-whole uses whole", got)
+	}
+}

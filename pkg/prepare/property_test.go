@@ -593,8 +593,3 @@ func (lc *liveClaim) newerRecord(t *testing.T) checkpoint.PreparedClaim {
 	}
 	return f.Claim
 }
-
-type migKey struct {
-	parent string
-	giID   int
-}
