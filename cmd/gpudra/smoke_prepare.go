@@ -102,7 +102,15 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 		r.fail("work directory", "%v", err)
 		return
 	}
-	defer n.Close()
+	// The node (the plugin and its health monitor) stops before NVML is
+	// shut down: a real driver frees what NVML handed out at shutdown.
+	var shutdownNVML func()
+	defer func() {
+		n.Close()
+		if shutdownNVML != nil {
+			shutdownNVML()
+		}
+	}()
 
 	var lib nvml.Interface
 	sysfs := "/sys"
@@ -129,7 +137,7 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 			r.fail("NVML", "%v", err)
 			return
 		}
-		defer func() { _ = lib.Shutdown() }()
+		shutdownNVML = func() { _ = lib.Shutdown() }
 	}
 	ro, refused := nvdev.NewReadOnly(lib)
 	hook, err := filepath.Abs(o.hook)

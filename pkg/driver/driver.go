@@ -82,6 +82,11 @@ type Driver struct {
 	// published is set once the ResourceSlice controller runs, reconciled
 	// once the API server answered for every prepared claim (background.go).
 	published, reconciled atomic.Bool
+	// stopHealth ends the health monitor and healthDone closes when it
+	// has: nothing may use NVML after Stop returns, since the caller may
+	// shut NVML down (a real driver then frees the event set's memory).
+	stopHealth context.CancelFunc
+	healthDone chan struct{}
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -195,7 +200,12 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	cfg.Metrics.ObserveRegistration(d.Registered)
 	go d.state.SuperviseSharing(ctx, 5*time.Second)
-	go d.health.Run(ctx)
+	healthCtx, stopHealth := context.WithCancel(ctx)
+	d.stopHealth, d.healthDone = stopHealth, make(chan struct{})
+	go func() {
+		defer close(d.healthDone)
+		d.health.Run(healthCtx)
+	}()
 	go d.publish(ctx, resources, store, watched)
 	go d.removeStale(ctx)
 	return d, nil
@@ -214,8 +224,13 @@ func sharingConfig(cfg Config) *prepare.SharingConfig {
 	}
 }
 
-// Stop stops serving; prepared claims stay prepared.
-func (d *Driver) Stop() { d.helper.Stop() }
+// Stop stops serving and waits for the health monitor to let go of NVML;
+// prepared claims stay prepared.
+func (d *Driver) Stop() {
+	d.helper.Stop()
+	d.stopHealth()
+	<-d.healthDone
+}
 
 // Activity counts the kubelet's prepare and unprepare calls so far.
 func (d *Driver) Activity() uint64 { return d.calls.Load() }

@@ -35,7 +35,15 @@ func (m *Monitor) watchEvents(ctx context.Context) {
 		m.watching.Store(true)
 		return
 	}
-	defer func() { _ = set.Free() }() // nothing to do if NVML cannot free it at exit
+	// Freed unless NVML was shut down under it: after nvmlShutdown a real
+	// driver has released the set, and freeing it again crashes the
+	// process (seen on an H100 with driver 580.159.04 by make gpu-smoke).
+	shutDown := false
+	defer func() {
+		if !shutDown {
+			_ = set.Free()
+		}
+	}()
 	registered := 0
 	for _, g := range m.gpus() {
 		supported, ret := g.dev.GetSupportedEventTypes()
@@ -63,6 +71,7 @@ func (m *Monitor) watchEvents(ctx context.Context) {
 			m.handle(ctx, e)
 		case nvml.ERROR_TIMEOUT:
 		case nvml.ERROR_UNINITIALIZED:
+			shutDown = true
 			return
 		default:
 			logger.Info("Waiting for NVML events failed; retrying", "err", nvml.ErrorString(ret))
