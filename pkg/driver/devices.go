@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
@@ -41,6 +42,28 @@ func DeviceTable(inv *nvdev.Inventory, o resourceslices.Options, records []check
 		}
 	}
 	return resourceslices.NewTable(inv, o)
+}
+
+// tableRecords are the records the device table keeps offered: every
+// owning record (checkpoint.Store.Owning), and the record a CDI spec
+// carries for a claim whose checkpoint record was lost, which start
+// rebuilds from it (prepare.RecoverLocal): built before that rebuild, the
+// table would otherwise take the claim's MIG device for an admin's static
+// one and offer its hardware again.
+func tableRecords(store *checkpoint.Store, specs []cdi.ClaimSpec) []checkpoint.PreparedClaim {
+	records, _ := store.Owning()
+	for _, spec := range specs {
+		if _, ok := store.Get(spec.UID); ok {
+			continue
+		}
+		if _, newer := store.Newer(spec.UID); newer {
+			continue
+		}
+		if rec, ok := checkpoint.FromSpecAnnotations(spec.UID, spec.Annotations); ok && rec.State == checkpoint.PrepareCompleted {
+			records = append(records, rec)
+		}
+	}
+	return records
 }
 
 // PreviewDeviceTable is DeviceTable for a node's state directory, read

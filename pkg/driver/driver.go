@@ -130,8 +130,8 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	owning, _ := store.Owning()
-	table := DeviceTable(cfg.Backend.Inventory, cfg.Publish, owning)
+	specs, _ := writer.List() // RecoverLocal reports what it cannot read
+	table := DeviceTable(cfg.Backend.Inventory, cfg.Publish, tableRecords(store, specs))
 	resources := table.Resources(cfg.NodeName)
 	if err := resourceslices.Validate(resources); err != nil {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)

@@ -166,8 +166,16 @@ func (d *Driver) sweepMetadata(ctx context.Context) int {
 	specs, _ := filepath.Glob(filepath.Join(d.cfg.CDIDir, d.cfg.DriverName+"_metadata_*.json"))
 	store := d.state.Store
 
+	// Every owning record keeps its claim's metadata, a newer driver's
+	// included (after a reboot its metadata spec is gone, but its file is
+	// what that driver restores from); if a newer record cannot be read,
+	// nothing is swept.
+	owning, opaque := store.Owning()
+	if opaque {
+		return 0
+	}
 	keep := map[string]bool{}
-	for _, rec := range store.List() {
+	for _, rec := range owning {
 		keep[rec.Namespace+"_"+rec.Name] = true
 	}
 	removed := 0

@@ -5,6 +5,7 @@ package driver
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -34,4 +35,24 @@ func TestMonitorDevicesTurnedOffKeepAHeldMonitor(t *testing.T) {
 	if names := restartedNames(t, n); slices.Contains(names, "gpu-0-monitor") {
 		t.Fatalf("after release the monitor device is still published: %v", names)
 	}
+}
+
+// TestLostRecordKeepsTheGPUDynamic (issue 28): a claim whose checkpoint
+// record was lost (moved aside as damaged) is rebuilt from its CDI spec at
+// start; the device table is built from that record too, so the GPU stays
+// dynamically partitioned instead of offering the claim's MIG device again
+// as an admin's static one.
+func TestLostRecordKeepsTheGPUDynamic(t *testing.T) {
+	n := newMigNode(t, "h100x1")
+	c := n.claim("lost-record", []string{"gpu-0-mig-1g10gb-0"})
+	ids := n.mustPrepare(c)
+	n.stop()
+	if err := os.Remove(filepath.Join(n.dir("state"), "checkpoint", "uid-lost-record.json")); err != nil {
+		t.Fatal(err)
+	}
+	names := restartedNames(t, n)
+	if !slices.Contains(names, "gpu-0-mig-1g10gb-0") || !slices.Contains(names, "gpu-0-mig-2g20gb-2") {
+		t.Fatalf("the GPU is no longer published as dynamically partitioned: %v", names)
+	}
+	n.requireStillPrepared(c, ids, "gpu-0-mig-1g10gb-0")
 }

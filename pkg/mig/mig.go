@@ -94,6 +94,30 @@ func Adopt(dev nvml.Device, p Placement, giID, ciID int) (Instance, error) {
 	return createComputeInstance(dev, gi, p)
 }
 
+// DestroyAt removes the MIG device with these IDs only while it still sits
+// at the placement: GPU instance IDs are NVML's to hand out again (NVML
+// does not promise that an ID stays with a placement across destroys or
+// reboots), so a recorded ID alone may name another claim's device by
+// now. One that is gone, or now elsewhere, is not an error.
+func DestroyAt(dev nvml.Device, p Placement, giID, ciID int) error {
+	gi, ret := dev.GetGpuInstanceById(giID)
+	if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
+		return nil
+	}
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("find GPU instance %d: %s", giID, nvml.ErrorString(ret))
+	}
+	info, ret := gi.GetInfo()
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("GPU instance %d info: %s", giID, nvml.ErrorString(ret))
+	}
+	if info.Placement.Start != p.Start || info.ProfileId != p.Profile.Info.Id {
+		klog.Background().V(2).Info("Not destroying a GPU instance that now sits elsewhere", "gpuInstance", giID, "start", info.Placement.Start, "wantStart", p.Start)
+		return nil
+	}
+	return Destroy(dev, giID, ciID)
+}
+
 // Destroy removes a MIG device. Already-gone instances are not an error, so
 // unprepare and start-up cleanup can repeat it safely.
 func Destroy(dev nvml.Device, giID, ciID int) error {

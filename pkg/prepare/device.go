@@ -48,7 +48,7 @@ func (s *State) releaseDevice(rec checkpoint.PreparedDevice) error {
 	if !ok {
 		return fmt.Errorf("device is no longer published; its MIG instance is cleaned up at the next start")
 	}
-	if err := mig.Destroy(dev.GPU.Device, rec.Mig.GIID, rec.Mig.CIID); err != nil {
+	if err := mig.DestroyAt(dev.GPU.Device, dev.Placement, rec.Mig.GIID, rec.Mig.CIID); err != nil {
 		return err
 	}
 	// Return the GPU to non-MIG mode when nothing is left, so it can be

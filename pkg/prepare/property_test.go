@@ -459,7 +459,7 @@ func (p *prop) upgrade() {
 func (p *prop) check() {
 	p.t.Helper()
 	owned := map[migKey]types.UID{}
-	records, opaque := p.n.store.List(), false
+	records, opaque := p.n.store.Owning()
 	if opaque {
 		p.fail("a newer record could not be read")
 	}
@@ -563,7 +563,13 @@ func (p *prop) finish() {
 		}
 		delete(p.live, uid)
 	}
-	p.restart() // unowned leftovers, if any, are cleaned at start
+	// Nothing may be left for the next start to clean up.
+	for _, g := range p.n.inv.GPUs {
+		if got := p.n.sim.MigInstanceCount(g.UUID); got != 0 {
+			p.fail("GPU %d has %d MIG devices left after every claim was unprepared", g.Minor, got)
+		}
+	}
+	p.restart()
 	if recs := p.n.store.List(); len(recs) != 0 {
 		p.fail("records left: %+v", recs)
 	}

@@ -248,7 +248,7 @@ func forgetInstances(rec *checkpoint.PreparedClaim) {
 }
 
 // reconfigureDevice configures one device of a claim again and reports
-// whether it made a MIG device. The record's placement must be the
+// whether it made (or adopted) a MIG device. The record's placement must be the
 // published device's: a device name that now means something else is not
 // the claim's device.
 func (s *State) reconfigureDevice(uid types.UID, d *checkpoint.PreparedDevice, dev *AllocatableDevice) (made bool, err error) {
@@ -277,8 +277,10 @@ func (s *State) reconfigureDevice(uid types.UID, d *checkpoint.PreparedDevice, d
 			if err := s.configureDevice(d, dev); err != nil {
 				return false, err
 			}
-			made = true
 		}
+		// Made or adopted, it is this attempt's: a failure destroys it,
+		// since the record forgets its IDs and nothing would own it.
+		made = true
 	default:
 		if err := s.configureDevice(d, dev); err != nil {
 			return false, err
@@ -320,8 +322,8 @@ func (s *State) adoptMig(uid types.UID, d *checkpoint.PreparedDevice, dev *Alloc
 }
 
 // failRestore undoes what a failed restore attempt configured (the MIG
-// devices it made, the time slices it set) and marks the claim. Nothing
-// else is touched: a MIG device the attempt adopted is left, and a claim
+// devices it made or adopted, the time slices it set) and marks the
+// claim. Nothing else is touched: a claim
 // whose devices kept their configuration keeps its CDI spec. The record
 // stays, and the claim keeps holding its devices, so that the kubelet's
 // unprepare finds it and a later start or prepare tries again.
@@ -333,7 +335,7 @@ func (s *State) failRestore(a *restoreAttempt, cause error) error {
 	for _, i := range a.created {
 		d := rec.Devices[i]
 		if dev, ok := s.Devices[d.Device]; ok && d.Mig != nil && d.Mig.GIID >= 0 {
-			_ = mig.Destroy(dev.GPU.Device, d.Mig.GIID, d.Mig.CIID)
+			_ = mig.DestroyAt(dev.GPU.Device, dev.Placement, d.Mig.GIID, d.Mig.CIID)
 			_ = mig.DisableIfEmpty(dev.GPU.Device, dev.GPU.MigProfiles)
 		}
 	}
