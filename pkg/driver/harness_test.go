@@ -58,7 +58,7 @@ type node struct {
 	migProfiles []string
 	// noMonitors is --monitor-devices=false, passed at every start.
 	noMonitors bool
-	health      HealthConfig
+	health     HealthConfig
 	// podUID turns on the helper's rolling updates, as the chart does
 	// (POD_UID): the sockets then carry the UID in their names.
 	podUID types.UID

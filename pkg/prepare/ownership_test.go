@@ -153,7 +153,7 @@ func (r *countingRunner) Running(context.Context, *sharing.Daemon) (bool, error)
 	return true, nil
 }
 func (r *countingRunner) Stop(context.Context, *sharing.Daemon) error { r.stopped++; return nil }
-func (r *countingRunner) List(context.Context) ([]string, error)    { return nil, nil }
+func (r *countingRunner) List(context.Context) ([]string, error)      { return nil, nil }
 
 // TestAdminAccessBesideMigRestores (defect 3): an admin-access claim on a
 // whole GPU and a MIG claim on the same GPU (a pair the scheduler allows)
@@ -177,12 +177,18 @@ func TestAdminAccessBesideMigRestores(t *testing.T) {
 // hangingRunner is an MPS runner whose API server never answers.
 type hangingRunner struct{}
 
-func (hangingRunner) Start(ctx context.Context, _ *sharing.Daemon) error { <-ctx.Done(); return ctx.Err() }
+func (hangingRunner) Start(ctx context.Context, _ *sharing.Daemon) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
 func (hangingRunner) Running(ctx context.Context, _ *sharing.Daemon) (bool, error) {
 	<-ctx.Done()
 	return false, ctx.Err()
 }
-func (hangingRunner) Stop(ctx context.Context, _ *sharing.Daemon) error { <-ctx.Done(); return ctx.Err() }
+func (hangingRunner) Stop(ctx context.Context, _ *sharing.Daemon) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
 func (hangingRunner) List(ctx context.Context) ([]string, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
