@@ -110,8 +110,10 @@ func TestEventRegistrationAndTheWaitLoop(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if waits != 4 || !freed {
-		t.Errorf("%d waits, freed %v: want the loop to end at ERROR_UNINITIALIZED and free the set", waits, freed)
+	// NVML was shut down under the set: a real driver has released it
+	// already, and freeing it again crashed the plugin on an H100.
+	if waits != 4 || freed {
+		t.Errorf("%d waits, freed %v: want the loop to end at ERROR_UNINITIALIZED and leave the set alone", waits, freed)
 	}
 	for dev, want := range map[string]bool{"gpu-full": true, "gpu-partial": false, "gpu-partial-mig": false, "gpu-none": true} {
 		if st, _ := m.Status(dev); st.Healthy != want {
