@@ -67,6 +67,12 @@ type options struct {
 	mps            mpsOptions
 	// migProfiles limits dynamic MIG to these profiles (migprofiles.go).
 	migProfiles []string
+	// nvmlRetry and nvmlRetryMax pace the wait for NVML (waitnvml.go).
+	nvmlRetry, nvmlRetryMax time.Duration
+
+	// Tests replace these; nil means the real ones.
+	openBackend func(backend.Options) (*backend.Backend, error)
+	clients     func() (kubernetes.Interface, kubernetes.Interface, error)
 }
 
 // portBusyGrace is how long the metrics and probes port may stay taken
@@ -83,8 +89,10 @@ func main() {
 	}
 }
 
-func newCommand() *cobra.Command {
-	o := &options{}
+func newCommand() *cobra.Command { return commandFor(&options{}) }
+
+// commandFor is the command that fills in o.
+func commandFor(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:           "gpu-kubelet-plugin",
 		Short:         "Kubernetes DRA kubelet plugin for NVIDIA GPUs",
@@ -127,10 +135,13 @@ func newCommand() *cobra.Command {
 	f.BoolVar(&o.deviceMetadata, "device-metadata", true, "Give each container a file under /var/run/kubernetes.io/dra-device-attributes describing its devices (UUID, memory, MIG profile, sharing in force); a CDI device per request carries it, so any kubelet with CDI mounts it.")
 	f.BoolVar(&o.printSlices, "print-slices", false, "Print the ResourceSlices this node would publish as YAML and exit; needs no cluster.")
 	f.StringVar(&o.backend.SimulateProfile, "simulate", os.Getenv("SIMULATE_PROFILE"), "Simulate GPUs instead of using NVML, e.g. h100x8, a100-40gbx8, a100-80gbx4, h200x8 (env SIMULATE_PROFILE).")
+	f.StringVar(&o.backend.SimulateNodeMode, "simulate-node-mode", envOr("SIMULATE_NODE_MODE", backend.NodeModeFiles), "With --simulate: files stands files in for device nodes and NVIDIA's userspace; devices simulates only the GPUs (NVML, MIG, time slices) and uses the real userspace under --driver-root: nvcdi's CDI specs, nvidia-cdi-hook, NVIDIA's MPS control daemon, and real device nodes the simulator creates (needs CAP_MKNOD) (env SIMULATE_NODE_MODE).")
 	f.StringVar(&o.backend.NvidiaSmiStub, "nvidia-smi-stub", "", "nvidia-smi stand-in exposed to simulated containers; default nvidia-smi-sim next to this binary.")
 	f.StringVar(&o.backend.DriverRoot, "driver-root", "/", "Root of the NVIDIA driver installation on the host, e.g. /run/nvidia/driver.")
 	f.StringVar(&o.backend.HostDriverRoot, "host-driver-root", "", "--driver-root as the host sees it, when the plugin runs in a container with the driver mounted elsewhere; CDI specs use host paths. Defaults to --driver-root.")
-	f.StringVar(&o.backend.NVMLLibrary, "nvml-library", "", "Explicit path of libnvidia-ml.so.1; searched under --driver-root when empty.")
+	f.StringVar(&o.backend.NVMLLibrary, "nvml-library", "", "Explicit path of libnvidia-ml.so.1; searched under --driver-root when empty (its ld cache, then NVIDIA's library directories).")
+	f.DurationVar(&o.nvmlRetry, "nvml-retry-interval", time.Second, "While NVML is not ready (no libnvidia-ml yet, kernel module not loaded), the plugin stays up, not ready, and tries again after this long, doubling up to --nvml-retry-max-interval.")
+	f.DurationVar(&o.nvmlRetryMax, "nvml-retry-max-interval", 30*time.Second, "Longest pause between two tries to initialize NVML.")
 	f.StringVar(&o.backend.HookPath, "nvidia-cdi-hook-path", "", "Host path of nvidia-cdi-hook for CDI hooks; overrides --cdi-hook-install-dir. Default with neither: /usr/bin/nvidia-cdi-hook.")
 	f.StringVar(&o.backend.HookInstallDir, "cdi-hook-install-dir", "", "Host directory, mounted at the same path, to install this image's nvidia-cdi-hook into; CDI specs then name it there.")
 	f.StringVar(&o.backend.SysfsRoot, "sysfs-root", "/sys", "Where to read PCIe topology from.")
@@ -176,6 +187,7 @@ func (o *options) complete() error {
 	}
 	o.backend.NodeName = o.nodeName
 	o.backend.StateDir = o.stateDir
+	o.mps.daemonDefaults = o.backend.SimulateProfile != "" && o.backend.SimulateNodeMode == backend.NodeModeDevices
 	switch e := resourceapi.DeviceTaintEffect(o.taintEffect); e {
 	case resourceapi.DeviceTaintEffectNoSchedule, resourceapi.DeviceTaintEffectNoExecute:
 		o.health.TaintEffect = e
@@ -189,6 +201,9 @@ func (o *options) complete() error {
 	o.health.IgnoredXIDs = xids
 	if o.migProfiles, err = parseMigProfiles(o.migProfiles); err != nil {
 		return err
+	}
+	if o.nvmlRetry <= 0 || o.nvmlRetryMax < o.nvmlRetry {
+		return fmt.Errorf("--nvml-retry-interval %v, --nvml-retry-max-interval %v: want 0 < interval <= max interval", o.nvmlRetry, o.nvmlRetryMax)
 	}
 	return nil
 }
@@ -239,19 +254,27 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	client, statusClient, err := newClients(o)
+	newAPIClients, open := o.clients, o.openBackend
+	if newAPIClients == nil {
+		newAPIClients = func() (kubernetes.Interface, kubernetes.Interface, error) { return newClients(o) }
+	}
+	if open == nil {
+		open = backend.Open
+	}
+	client, statusClient, err := newAPIClients()
 	if err != nil {
 		return err
 	}
-	be, err := backend.Open(o.backend)
-	if err != nil {
-		return err
-	}
-	logMigProfiles(logger, be.Inventory, o.publishOptions())
+	wait := &nvmlWait{open: func() (*backend.Backend, error) { return open(o.backend) }, initial: o.nvmlRetry, max: o.nvmlRetryMax,
+		event: func(ctx context.Context, eventType, reason, msg string) {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			driver.RecordNodeEvent(ctx, client, o.nodeName, eventType, reason, msg)
+		}}
 	m := metrics.New()
-	// Probes and metrics are served from the first moment: while Start
-	// runs (it waits for nothing remote, but NVML and disk can be slow)
-	// the process is live and not ready.
+	// Probes and metrics are served from the first moment: while NVML is
+	// not ready and while Start runs (it waits for nothing remote, but
+	// NVML and disk can be slow) the process is live and not ready.
 	var started atomic.Pointer[driver.Driver]
 	if o.httpEndpoint != "" {
 		live := func() error {
@@ -264,7 +287,10 @@ func run(ctx context.Context, o *options) error {
 			if d := started.Load(); d != nil {
 				return d.Ready()
 			}
-			return errors.New("starting: restoring prepared claims")
+			if err := wait.notReady(); err != nil {
+				return err
+			}
+			return errors.New("starting: discovering GPUs, restoring prepared claims")
 		}
 		// With host networking, the pod of a rolling update starts while
 		// the old one still holds the port for a few seconds: keep trying,
@@ -290,6 +316,11 @@ func run(ctx context.Context, o *options) error {
 			}
 		}()
 	}
+	be, err := wait.run(ctx)
+	if err != nil || be == nil {
+		return err // nil: stopped while waiting for NVML
+	}
+	logMigProfiles(logger, be.Inventory, o.publishOptions())
 	d, err := driver.Start(ctx, driver.Config{
 		DriverName: o.driverName, NodeName: o.nodeName, Client: client, StatusClient: statusClient, Backend: be,
 		StateDir: o.stateDir, CDIDir: o.cdiRoot,
@@ -350,13 +381,22 @@ func newClients(o *options) (mainClient, statusClient kubernetes.Interface, err 
 }
 
 // mpsHostDriverRoot is the driver root daemon pods mount: the host's path,
-// or "" when simulating (daemon pods then run the stand-in).
+// or "" when simulating files (daemon pods then run the stand-in).
 func (o *options) mpsHostDriverRoot() string {
-	if o.backend.SimulateProfile != "" {
+	if o.backend.SimulateProfile != "" && o.backend.SimulateNodeMode != backend.NodeModeDevices {
 		return ""
 	}
 	if o.backend.HostDriverRoot != "" {
 		return o.backend.HostDriverRoot
 	}
 	return o.backend.DriverRoot
+}
+
+// envOr returns the environment variable's value, or def when it is unset
+// or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

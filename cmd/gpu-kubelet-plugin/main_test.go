@@ -132,6 +132,8 @@ func TestBadFlagsSayWhatToFix(t *testing.T) {
 		"--driver-root /nonexistent --node-name n1 --print-slices":                               "--driver-root",
 		"--simulate h100x1 --node-name n1 --health-taint-effect PreferNoSchedule --print-slices": "--health-taint-effect",
 		"--simulate h100x1 --node-name n1 --health-ignored-xids 13,x --print-slices":             "--health-ignored-xids",
+		"--simulate h100x1 --node-name n1 --nvml-retry-interval 0 --print-slices":                "--nvml-retry-interval",
+		"--simulate h100x1 --node-name n1 --nvml-retry-max-interval 10ms --print-slices":         "--nvml-retry-max-interval",
 	} {
 		cmd := newCommand()
 		cmd.SetOut(&bytes.Buffer{})

@@ -18,6 +18,8 @@ import (
 type mpsOptions struct {
 	namespace string
 	image     string
+	// daemonDefaults: the simulator's devices node mode (PodRunner.DaemonDefaults).
+	daemonDefaults bool
 }
 
 func (m *mpsOptions) addFlags(cmd *cobra.Command) {
@@ -31,7 +33,7 @@ func (m *mpsOptions) runner(client kubernetes.Interface, nodeName, hostDriverRoo
 	if m.namespace == "" || m.image == "" {
 		return nil
 	}
-	return &sharing.PodRunner{Client: client, Namespace: m.namespace, NodeName: nodeName, Image: m.image, HostDriverRoot: hostDriverRoot}
+	return &sharing.PodRunner{Client: client, Namespace: m.namespace, NodeName: nodeName, Image: m.image, HostDriverRoot: hostDriverRoot, DaemonDefaults: m.daemonDefaults}
 }
 
 // mpsDaemonCommand is what a daemon pod runs: one device's MPS control
@@ -54,6 +56,8 @@ func mpsDaemonCommand() *cobra.Command {
 	cmd.Flags().StringVar(&p.DriverRoot, "driver-root", "", "Driver root to chroot into; empty runs the simulated stand-in.")
 	cmd.Flags().StringVar(&p.Dirs.Pipe, "pipe-dir", sharing.ContainerPipeDir, "The daemon's pipe directory inside the driver root.")
 	cmd.Flags().StringVar(&p.Dirs.Log, "log-dir", sharing.ContainerLogDir, "The daemon's log directory inside the driver root.")
+	cmd.Flags().IntVar(&p.Defaults.ActiveThreadPercentage, "default-active-thread-percentage", 0, "Set the daemon's default active thread percentage (0: NVIDIA's default).")
+	cmd.Flags().Int64Var(&p.Defaults.PinnedMemoryBytes, "default-pinned-memory-bytes", 0, "Set the daemon's default pinned device memory limit (0: none).")
 	return cmd
 }
 

@@ -210,6 +210,7 @@ down() {
   local f; for f in "$CLUSTER"/run/containerd/io.containerd.runtime.v2.task/k8s.io/*/shim.pid; do
     [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
   grep -oE " ($CLUSTER|$KUBELET_DIR)(/[^ ]+)?( |$)" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+  rmdir "$CLUSTER/driver-root" 2>/dev/null # the devices node mode's driver root (deploy.sh)
   for m in $(grep -oE ' /run/netns/cni-[^ ]+' /proc/self/mounts); do umount "$m" 2>/dev/null; rm -f "$m"; done
   ip link del cni0 2>/dev/null
   rm -rf /var/lib/cni/networks/gpudrapods /var/run/cdi/k8s.gpu.nvidia.com-* /var/run/cdi/.k8s.gpu.nvidia.com-staging

@@ -4,6 +4,10 @@
 # simulated GPUs; GPU 7 (FRACTIONAL_GPUS) is offered for memory-fraction
 # sharing. The admission webhook runs on the host network (one replica):
 # pods here cannot reach the loopback-only apiserver otherwise.
+# NODE_MODE=devices deploys the "devices" node mode instead of "files":
+# only the GPUs simulated, NVIDIA's R535 userspace real (driver-root.sh),
+# nvidia-cdi-hook installed under the kubelet directory, and the cudaprobe
+# workload image imported (docs/simulator.md, "Node modes").
 # Usage: deploy.sh [PROFILE]   (default h100x8)
 # CHART=<dir> IMAGE_TAG=<tag> deploy.sh installs another chart with an image
 # already in containerd instead (the upgrade e2e installs an earlier
@@ -29,8 +33,24 @@ else
   say "driver image localhost/gpu-dra-driver:$tag built and imported in $(since "$s")s"
 fi
 
+mode_args=()
+if [ "${NODE_MODE:-files}" = devices ]; then
+  s=$(now)
+  root=$("$(dirname "$0")/driver-root.sh")
+  # The chart mounts driverRoot with HostToContainer propagation, which
+  # needs a shared mount: the root is bind-mounted under the cluster's
+  # directory (cluster.sh down unmounts it).
+  mkdir -p "$CLUSTER/driver-root"
+  mountpoint -q "$CLUSTER/driver-root" || mount --bind "$root" "$CLUSTER/driver-root"
+  mount --make-shared "$CLUSTER/driver-root"
+  root=$CLUSTER/driver-root
+  ctr -n k8s.io images import --platform linux/amd64 "$("$(dirname "$0")/images.sh" cudaprobe "$REPO" | tail -1)" >/dev/null
+  say "driver root $root and localhost/cudaprobe:e2e ready in $(since "$s")s"
+  mode_args=(--set simulate.nodeMode=devices --set driverRoot="$root" --set cdiHook.installDir="$KUBELET_DIR/gpu-dra-driver/bin")
+fi
+
 s=$(now)
-helm upgrade --install "$RELEASE" "$CHART" \
+helm upgrade --install "$RELEASE" "$CHART" "${mode_args[@]}" \
   --namespace "$NAMESPACE" --create-namespace --wait --timeout 120s \
   --set image.tag="$tag" --set image.pullPolicy=Never \
   --set simulate.profile="$PROFILE" \
@@ -40,7 +60,7 @@ helm upgrade --install "$RELEASE" "$CHART" \
   --set kubeletPlugin.apiServer.host=127.0.0.1 --set-string kubeletPlugin.apiServer.port=6443 \
   --set webhook.hostNetwork=true --set webhook.replicas=1 \
   --set webhook.apiServer.host=127.0.0.1 --set-string webhook.apiServer.port=6443 >/dev/null
-say "chart $CHART installed in $(since "$s")s (release $RELEASE, namespace $NAMESPACE, image tag $tag, profile $PROFILE)"
+say "chart $CHART installed in $(since "$s")s (release $RELEASE, namespace $NAMESPACE, image tag $tag, profile $PROFILE, node mode ${NODE_MODE:-files})"
 for _ in $(seq 1 100); do
   n=$(kubectl get resourceslices --field-selector "spec.nodeName=$NODE,spec.driver=gpu.nvidia.com" -o name 2>/dev/null | wc -l)
   [ "$n" -gt 0 ] && break; sleep 0.2

@@ -5,7 +5,10 @@
 #   driver  localhost/gpu-dra-driver:<tag>, the plugin (with the glibc it links), the nvidia-smi stand-in
 #           and nvidia-cdi-hook built from the nvidia-container-toolkit version go.mod pins,
 #           and the admission webhook gpu-dra-webhook (built like the plugin, so they share the build cache)
-# Usage: images.sh base | driver REPO_ROOT TAG
+#   cudaprobe localhost/cudaprobe:e2e, the devices node mode's workload: Debian's glibc (libc6,
+#           libc-bin: loader, ld.so.conf) and test/e2e/probe/cudaprobe.c built here with gcc, no
+#           NVIDIA file (CDI brings the driver's); busybox for a shell
+# Usage: images.sh base | driver REPO_ROOT TAG | cudaprobe REPO_ROOT
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 IMAGES=$CACHE/images
@@ -91,8 +94,23 @@ driver_image() {
   echo "$IMAGES/driver.oci.tar"
 }
 
+# cudaprobe_image REPO: rebuilt when the probe's source changes.
+cudaprobe_image() {
+  local src=$1/test/e2e/probe/cudaprobe.c r=$CACHE/build/cudaprobe-rootfs out=$IMAGES/cudaprobe.oci.tar deb
+  if [ ! -f "$out" ] || [ "$src" -nt "$out" ] || [ "$0" -nt "$out" ]; then
+    rm -rf "$r"; mkdir -p "$r"/{bin,dev,proc,sys,tmp,etc}
+    for deb in $(debs libc6 libc-bin); do dpkg -x "$deb" "$r"; done
+    gcc -O2 -Wall -Werror -o "$r/bin/cudaprobe" "$src" -ldl
+    cp /bin/busybox "$r/bin/busybox"; ln -sf busybox "$r/bin/sh"
+    echo 'root:x:0:0:root:/root:/bin/sh' > "$r/etc/passwd"; echo 'root:x:0:' > "$r/etc/group"
+    mkimage localhost/cudaprobe:e2e "$r" "$out" '["/bin/cudaprobe"]'
+  fi
+  echo "$out"
+}
+
 case "${1:-}" in
   base) base_images ;;
   driver) driver_image "$2" "$3" ;;
-  *) die "usage: $0 base | driver REPO_ROOT TAG" ;;
+  cudaprobe) cudaprobe_image "$2" ;;
+  *) die "usage: $0 base | driver REPO_ROOT TAG | cudaprobe REPO_ROOT" ;;
 esac

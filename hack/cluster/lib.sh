@@ -53,3 +53,18 @@ lock_cluster() {
   exec 9>"${TMPDIR:-/tmp}/gdra-cluster.lock"
   flock 9
 }
+
+# debs PKG... prints the paths of Debian packages in $CACHE/debs, fetched
+# once with the host's apt (apt-get download: no install, no dependencies).
+debs() {
+  local d=$CACHE/debs p f
+  mkdir -p "$d"
+  for p; do
+    f=$(find "$d" -maxdepth 1 -name "${p}_*.deb" | sort | tail -1)
+    if [ -z "$f" ]; then
+      (cd "$d" && apt-get download -qq -o APT::Sandbox::User=root "$p" >/dev/null 2>&1) || die "apt-get download $p failed"
+      f=$(find "$d" -maxdepth 1 -name "${p}_*.deb" | sort | tail -1)
+    fi
+    echo "$f"
+  done
+}

@@ -44,7 +44,10 @@ type Backend struct {
 type Options struct {
 	// SimulateProfile, when set, simulates GPUs ("h100x8").
 	SimulateProfile string
-	NodeName        string
+	// SimulateNodeMode is NodeModeFiles (default) or NodeModeDevices
+	// (userspace.go): what besides the GPUs is simulated.
+	SimulateNodeMode string
+	NodeName         string
 	// StateDir holds the simulator's files.
 	StateDir string
 	// NvidiaSmiStub is the static nvidia-smi stand-in to expose in
@@ -72,6 +75,12 @@ type Options struct {
 // Open discovers the node's devices.
 func Open(o Options) (*Backend, error) {
 	if o.SimulateProfile != "" {
+		if err := CheckNodeMode(o.SimulateNodeMode); err != nil {
+			return nil, err
+		}
+		if o.SimulateNodeMode == NodeModeDevices {
+			return openSimulatedDevices(o)
+		}
 		return openSimulated(o)
 	}
 	lib, err := nvdev.OpenNVML(o.DriverRoot, o.NVMLLibrary)
@@ -126,6 +135,10 @@ func resolveHook(o Options) (string, error) {
 func openSimulated(o Options) (*Backend, error) {
 	sim, inv, err := simulate.Discover(o.SimulateProfile, o.NodeName, filepath.Join(o.StateDir, "simulated"))
 	if err != nil {
+		return nil, err
+	}
+	// Device nodes of an earlier run in the devices node mode go.
+	if err := sim.RemoveDeviceNodes(); err != nil {
 		return nil, err
 	}
 	smi, err := installStub(o.NvidiaSmiStub, filepath.Join(sim.Dir, "bin", "nvidia-smi"))

@@ -38,6 +38,13 @@ func reportToNode(ctx context.Context, client kubernetes.Interface, node, reason
 	recordNodeEvent(ctx, client, node, v1.EventTypeWarning, reason, msg)
 }
 
+// RecordNodeEvent creates one event on the Node, for what happens before
+// the driver starts (cmd/gpu-kubelet-plugin waits for NVML). Best effort:
+// a failure is logged at V(2).
+func RecordNodeEvent(ctx context.Context, client kubernetes.Interface, node, eventType, reason, msg string) {
+	recordNodeEvent(ctx, client, node, eventType, reason, msg)
+}
+
 // recordNodeEvent creates one event on the Node.
 func recordNodeEvent(ctx context.Context, client kubernetes.Interface, node, eventType, reason, msg string) {
 	obj := v1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node), APIVersion: "v1", Namespace: metav1.NamespaceDefault}

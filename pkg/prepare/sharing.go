@@ -193,7 +193,9 @@ func (s *State) applySharing(rec *checkpoint.SharingRecord) (extraEdits, error) 
 	case configapi.TimeSlicingStrategy:
 		return extraEdits{}, s.Sharing.TimeSlicer.SetTimeSlice(rec.Target, rec.Interval)
 	case configapi.MpsStrategy:
-		if err := s.Sharing.MPS.Ensure(s.Sharing.MPS.Daemon(rec.Target)); err != nil {
+		d := s.Sharing.MPS.Daemon(rec.Target)
+		d.Defaults = settingsOf(rec)
+		if err := s.Sharing.MPS.Ensure(d); err != nil {
 			return extraEdits{}, err
 		}
 		return mpsEdits(s.Sharing.MPS, rec)

@@ -42,6 +42,9 @@ type DaemonProgram struct {
 	// Dirs are the pipe and log directories inside the driver root;
 	// DefaultMPSDirs when empty.
 	Dirs MPSDirs
+	// Defaults are set on the daemon once it accepts commands (see
+	// Daemon.Defaults); zero limits are left as NVIDIA's defaults.
+	Defaults Settings
 	// QuitTimeout bounds the orderly stop; 20s when zero.
 	QuitTimeout time.Duration
 	Log         io.Writer
@@ -81,6 +84,7 @@ func (p DaemonProgram) Run(ctx context.Context) error {
 		return err
 	}
 	defer os.Remove(pidFile)
+	go p.setDefaults(ctx, drv)
 	select {
 	case err := <-exited:
 		return fmt.Errorf("nvidia-cuda-mps-control exited: %v; see %s", err, filepath.Join(p.Dir, "log", "control.log"))
@@ -102,5 +106,31 @@ func (p DaemonProgram) Run(ctx context.Context) error {
 		_ = cmd.Process.Kill()
 		<-exited
 		return errors.New("nvidia-cuda-mps-control did not quit in time; killed it")
+	}
+}
+
+// setDefaults waits for the daemon's control pipe and sets its defaults,
+// logging each answer; a failure leaves NVIDIA's defaults (clients carry
+// their own limits anyway).
+func (p DaemonProgram) setDefaults(ctx context.Context, drv NvidiaTools) {
+	cmds := DefaultCommands(p.Defaults)
+	if len(cmds) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := waitForFile(ctx, filepath.Join(p.DriverRoot, p.Dirs.Pipe, "control"), "MPS control daemon for "+p.DeviceUUID); err != nil {
+		fmt.Fprintln(p.Log, "defaults not set:", err)
+		return
+	}
+	// The daemon's own answers, for its log: what its clients get.
+	cmds = append(cmds, "get_default_active_thread_percentage", "get_default_device_pinned_mem_limit 0")
+	for _, c := range cmds {
+		out, err := drv.Control(ctx, p.Dirs, c)
+		if err != nil {
+			fmt.Fprintln(p.Log, "defaults:", err)
+			continue
+		}
+		fmt.Fprintf(p.Log, "%s: %s\n", c, out)
 	}
 }

@@ -49,6 +49,12 @@ type Runner interface {
 type Daemon struct {
 	DeviceUUID string
 	Dir        string // <state>/mps/<uuid>: pipe/, log/, shm/, daemon.pid
+	// Defaults are the limits of the claim that starts the daemon, which a
+	// PodRunner with DaemonDefaults sets as the daemon's defaults
+	// (set_default_active_thread_percentage,
+	// set_default_device_pinned_mem_limit); each client carries its own
+	// claim's limits in its environment either way (ClientEdits).
+	Defaults Settings
 }
 
 func (d *Daemon) PipeDir() string { return filepath.Join(d.Dir, "pipe") }

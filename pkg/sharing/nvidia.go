@@ -126,3 +126,32 @@ func (d NvidiaTools) Quit(ctx context.Context, dirs MPSDirs) error {
 	}
 	return nil
 }
+
+// Control sends one command to the control daemon of dirs (NVIDIA's
+// `echo <command> | nvidia-cuda-mps-control`) and returns its answer.
+func (d NvidiaTools) Control(ctx context.Context, dirs MPSDirs, command string) (string, error) {
+	cmd, err := d.Tool(ctx, "nvidia-cuda-mps-control", mpsEnv("", dirs))
+	if err != nil {
+		return "", err
+	}
+	cmd.Stdin = strings.NewReader(command + "\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("nvidia-cuda-mps-control %s: %w: %s", command, err, strings.TrimSpace(string(out)))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// DefaultCommands are the control commands that make a daemon's defaults
+// the given limits: the thread percentage, and the pinned memory limit of
+// the client's device 0 (a client sees only its one device).
+func DefaultCommands(s Settings) []string {
+	var cmds []string
+	if s.ActiveThreadPercentage > 0 {
+		cmds = append(cmds, fmt.Sprintf("set_default_active_thread_percentage %d", s.ActiveThreadPercentage))
+	}
+	if s.PinnedMemoryBytes > 0 {
+		cmds = append(cmds, "set_default_device_pinned_mem_limit 0 "+MiB(s.PinnedMemoryBytes))
+	}
+	return cmds
+}

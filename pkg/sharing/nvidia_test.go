@@ -161,8 +161,8 @@ func TestToolMissingFromTheDriverRootNamesTheFix(t *testing.T) {
 
 // The daemon program starts nvidia-cuda-mps-control -f chrooted, for its
 // device only, with the pipe and log directories where the pod mounts
-// them; it stops it with `quit`, and never sets daemon-wide defaults (each
-// claim's limits ride on its own clients' environment).
+// them; it stops it with `quit`, and sets no daemon-wide defaults unless
+// given some (each claim's limits ride on its own clients' environment).
 func TestDaemonProgramStartsAndQuitsTheControlDaemon(t *testing.T) {
 	root := fakeDriverRoot(t)
 	dir := t.TempDir()

@@ -52,6 +52,13 @@ type PodRunner struct {
 	// HostDriverRoot is the driver root on the host; empty when simulating,
 	// which runs the stand-in without privileges.
 	HostDriverRoot string
+	// DaemonDefaults sets the limits of the claim that starts a daemon as
+	// the daemon's defaults (Daemon.Defaults). Off on real GPUs, where
+	// claims sharing a daemon keep their own limits in their clients'
+	// environment only; on in the simulator's devices node mode, where no
+	// MPS server (it needs a GPU) could report a client's limits and the
+	// daemon's defaults show what the claim asked for.
+	DaemonDefaults bool
 	// PriorityClassName, when set, is given to daemon pods.
 	PriorityClassName string
 	// Poll is how often Stop looks whether the pod is gone; 200ms when zero.
@@ -85,6 +92,9 @@ func (r *PodRunner) Pod(d *Daemon) *corev1.Pod {
 		// As NVIDIA's template: the driver root, and the daemon's pipe,
 		// log and shm directories where the tools in it look for them.
 		args = append(args, "--driver-root=/driver-root")
+		if r.DaemonDefaults {
+			args = append(args, defaultLimitArgs(d.Defaults)...)
+		}
 		privileged = true
 		volumes = append(volumes, hostPath("driver-root", r.HostDriverRoot), hostPath("pipe", d.PipeDir()), hostPath("log", d.LogDir()), hostPath("shm", d.ShmDir()))
 		mounts = append(mounts,
@@ -216,4 +226,16 @@ func (r *PodRunner) List(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// defaultLimitArgs are the daemon program's flags for a daemon's defaults.
+func defaultLimitArgs(s Settings) []string {
+	var args []string
+	if s.ActiveThreadPercentage > 0 {
+		args = append(args, fmt.Sprintf("--default-active-thread-percentage=%d", s.ActiveThreadPercentage))
+	}
+	if s.PinnedMemoryBytes > 0 {
+		args = append(args, fmt.Sprintf("--default-pinned-memory-bytes=%d", s.PinnedMemoryBytes))
+	}
+	return args
 }

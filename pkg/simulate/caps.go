@@ -95,7 +95,7 @@ func (s *Simulator) writeProcFiles(gpuMinors []int) error {
 	if err := writeIfChanged(minors, []byte(b.String())); err != nil {
 		return err
 	}
-	devices := fmt.Sprintf("Character devices:\n  1 mem\n195 nvidia-frontend\n%d nvidia-caps\n508 nvidia-uvm\n\nBlock devices:\n  7 loop\n", CapsMajor)
+	devices := fmt.Sprintf("Character devices:\n  1 mem\n195 nvidia-frontend\n%d nvidia-caps\n%d nvidia-uvm\n\nBlock devices:\n  7 loop\n", CapsMajor, UVMMajor)
 	return writeIfChanged(filepath.Join(s.ProcRoot(), "devices"), []byte(devices))
 }
 
@@ -115,8 +115,10 @@ func writeCap(path string, minor int) error {
 // readers look for the access files.
 func (s *Simulator) removeGICaps(gpuMinor, gi int) {
 	_ = os.Remove(s.GICapPath(gpuMinor, gi))
+	s.removeCapNode(GICapMinor(gpuMinor, gi))
 }
 
 func (s *Simulator) removeCICap(gpuMinor, gi, ci int) {
 	_ = os.Remove(s.CICapPath(gpuMinor, gi, ci))
+	s.removeCapNode(CICapMinor(gpuMinor, gi, ci))
 }

@@ -57,6 +57,7 @@ func (s *Simulator) wireMig() error {
 	if err != nil {
 		return err
 	}
+	m.wireUUIDLookup()
 	dirty := false
 	for _, d := range s.Devices {
 		dev := d.(*server.Device)
@@ -229,7 +230,7 @@ func (m *migSim) createGI(dev *server.Device, profileID uint32, placement nvml.G
 	}
 	gi := m.newGI(dev, profileID, placement, giIDFor(m.sim.Profile.hw.memSlices, placement.Start, placement.Size))
 	dev.Unlock()
-	if err := writeCap(m.sim.GICapPath(dev.Minor, int(gi.Info.Id)), GICapMinor(dev.Minor, int(gi.Info.Id))); err != nil {
+	if err := m.sim.writeCap(m.sim.GICapPath(dev.Minor, int(gi.Info.Id)), GICapMinor(dev.Minor, int(gi.Info.Id))); err != nil {
 		return nil, nvml.ERROR_UNKNOWN
 	}
 	return gi, m.save()
@@ -342,7 +343,7 @@ func (m *migSim) migDevicePath(dev *server.Device, gi *server.GpuInstance) strin
 // more than the rest of a MIG prepare.)
 func (m *migSim) writeInstanceFiles(dev *server.Device, gi *server.GpuInstance, ci *server.ComputeInstance) error {
 	giID, ciID := int(gi.Info.Id), int(ci.Info.Id)
-	if err := writeCap(m.sim.CICapPath(dev.Minor, giID, ciID), CICapMinor(dev.Minor, giID, ciID)); err != nil {
+	if err := m.sim.writeCap(m.sim.CICapPath(dev.Minor, giID, ciID), CICapMinor(dev.Minor, giID, ciID)); err != nil {
 		return err
 	}
 	p := m.migDevicePath(dev, gi)

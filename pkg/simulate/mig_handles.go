@@ -89,3 +89,24 @@ func hasComputeInstances(gi *server.GpuInstance) bool {
 	defer gi.RUnlock()
 	return len(gi.ComputeInstances) > 0
 }
+
+// wireUUIDLookup makes DeviceGetHandleByUUID find MIG devices by their
+// UUIDs too, as NVML does (nvcdi and the plugin's MIG capability lookup
+// ask for them); an unknown UUID stays the mock's INVALID_ARGUMENT.
+func (m *migSim) wireUUIDLookup() {
+	gpuByUUID := m.sim.DeviceGetHandleByUUIDFunc
+	m.sim.DeviceGetHandleByUUIDFunc = func(uuid string) (nvml.Device, nvml.Return) {
+		h, ret := gpuByUUID(uuid)
+		if ret == nvml.SUCCESS || len(uuid) < 4 || uuid[:4] != "MIG-" {
+			return h, ret
+		}
+		for _, d := range m.sim.Devices {
+			for _, mh := range m.migHandles(d.(*server.Device)) {
+				if u, _ := mh.GetUUID(); u == uuid {
+					return mh, nvml.SUCCESS
+				}
+			}
+		}
+		return h, ret
+	}
+}

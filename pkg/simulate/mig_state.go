@@ -80,7 +80,7 @@ func (m *migSim) restore(dev *server.Device, st migState) error {
 		}
 		gi := m.newGI(dev, in.ProfileID, nvml.GpuInstancePlacement{Start: in.Start, Size: in.Size}, in.ID)
 		dev.GpuInstanceCounter = max(dev.GpuInstanceCounter, in.ID+1)
-		if err := writeCap(m.sim.GICapPath(dev.Minor, int(in.ID)), GICapMinor(dev.Minor, int(in.ID))); err != nil {
+		if err := m.sim.writeCap(m.sim.GICapPath(dev.Minor, int(in.ID)), GICapMinor(dev.Minor, int(in.ID))); err != nil {
 			return err
 		}
 		for _, c := range in.ComputeInstances {

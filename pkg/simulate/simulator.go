@@ -37,6 +37,8 @@ type Simulator struct {
 	// derive from it once the node was rebooted (rebooted).
 	bootID   atomic.Value
 	rebooted atomic.Bool
+	// devNodes: MakeDeviceNodes was called (devnodes.go).
+	devNodes atomic.Bool
 }
 
 // GPUsPerPCIeRoot is how many simulated GPUs share a PCIe root complex; two
