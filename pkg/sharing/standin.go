@@ -131,7 +131,16 @@ func RunStandInClient(ctx context.Context, pipeDir string, out io.Writer) error 
 			fmt.Fprintln(out, kv)
 		}
 	}
-	conn, err := net.Dial("unix", filepath.Join(pipeDir, "control"))
+	// The socket file appears at bind, a moment before the daemon
+	// listens: a connection refused in that moment is tried again.
+	var conn net.Conn
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		conn, err = net.Dial("unix", filepath.Join(pipeDir, "control"))
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("connect to the MPS control daemon: %w", err)
 	}
