@@ -380,18 +380,6 @@ func newClients(o *options) (mainClient, statusClient kubernetes.Interface, err 
 	return mainClient, statusClient, nil
 }
 
-// mpsHostDriverRoot is the driver root daemon pods mount: the host's path,
-// or "" when simulating files (daemon pods then run the stand-in).
-func (o *options) mpsHostDriverRoot() string {
-	if o.backend.SimulateProfile != "" && o.backend.SimulateNodeMode != backend.NodeModeDevices {
-		return ""
-	}
-	if o.backend.HostDriverRoot != "" {
-		return o.backend.HostDriverRoot
-	}
-	return o.backend.DriverRoot
-}
-
 // envOr returns the environment variable's value, or def when it is unset
 // or empty.
 func envOr(name, def string) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 )
 
@@ -79,4 +80,16 @@ func mpsClientStandInCommand() *cobra.Command {
 			return sharing.RunStandInClient(ctx, dir, cmd.OutOrStdout())
 		},
 	}
+}
+
+// mpsHostDriverRoot is the driver root daemon pods mount: the host's path,
+// or "" when simulating files (daemon pods then run the stand-in).
+func (o *options) mpsHostDriverRoot() string {
+	if o.backend.SimulateProfile != "" && o.backend.SimulateNodeMode != backend.NodeModeDevices {
+		return ""
+	}
+	if o.backend.HostDriverRoot != "" {
+		return o.backend.HostDriverRoot
+	}
+	return o.backend.DriverRoot
 }

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -30,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/ownprocess"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/testwait"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
@@ -167,7 +167,7 @@ func TestWaitsForNVMLWithNVIDIAsLibrary(t *testing.T) {
 	if _, err := os.Stat("/proc/driver/nvidia/version"); err == nil {
 		t.Skip("this machine has the NVIDIA kernel module loaded; the test needs one without")
 	}
-	if inOwnProcess(t) {
+	if ownprocess.Run(t) {
 		return
 	}
 	p := startPlugin(t, &options{}, "--driver-root", root, "--nvml-retry-interval", "5ms", "--nvml-retry-max-interval", "20ms")
@@ -247,28 +247,4 @@ func TestOtherStartErrorsStillEndTheStart(t *testing.T) {
 		t.Errorf("start ended with %v, want the discovery error", err)
 	}
 	p.done <- nil
-}
-
-// inOwnProcess runs the calling test again in a process of its own and
-// reports whether it did (the caller then returns). Loading NVIDIA's
-// library makes go-nvml describe every nvml.Return with the library's
-// words for the rest of the process, which would change what other tests
-// of the package see.
-func inOwnProcess(t *testing.T) bool {
-	t.Helper()
-	const env = "GDRA_TEST_OWN_PROCESS"
-	if os.Getenv(env) == t.Name() {
-		return false
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), env+"="+t.Name())
-	out, err := cmd.CombinedOutput()
-	t.Logf("in a process of its own:\n%s", out)
-	if err != nil {
-		t.Fatalf("%s failed in a process of its own: %v", t.Name(), err)
-	}
-	if strings.Contains(string(out), "--- SKIP") {
-		t.Skip("skipped in its own process")
-	}
-	return true
 }

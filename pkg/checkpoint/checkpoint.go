@@ -171,7 +171,7 @@ func Open(dir string) (*Store, Recovered, error) {
 	for _, e := range entries {
 		name := e.Name()
 		path := filepath.Join(dir, name)
-		if strings.HasPrefix(name, ".tmp-") {
+		if strings.HasPrefix(name, capfile.TempPrefix) {
 			// A write that never reached its rename.
 			_ = os.Remove(path)
 			continue
@@ -337,24 +337,7 @@ func (s *Store) path(uid types.UID) string {
 	return filepath.Join(s.dir, string(uid)+fileSuffix)
 }
 
+// writeAtomic writes a record or the fence's owner file (mode 0600).
 func writeAtomic(path string, data []byte, durable bool) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if durable {
-		if err := tmp.Sync(); err != nil {
-			tmp.Close()
-			return err
-		}
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return capfile.WriteAtomic(path, data, 0o600, durable)
 }

@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/capfile"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 )
 
@@ -192,25 +193,5 @@ func encodeMetadata(dm *metadata.DeviceMetadata) ([]byte, error) {
 // writeFileAtomic replaces path by data (mode 0644, as the helper writes
 // it): a container never reads a half-written file.
 func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return capfile.WriteAtomic(path, data, 0o644, true)
 }

@@ -8,13 +8,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/ownprocess"
 )
 
 // nvidiaRoots returns the host and GPU Operator driver roots of NVIDIA's
@@ -73,7 +74,7 @@ func TestOpenNVMLWithoutKernelModule(t *testing.T) {
 	if _, err := os.Stat("/proc/driver/nvidia/version"); err == nil {
 		t.Skip("this machine has the NVIDIA kernel module loaded; the test needs one without")
 	}
-	if inOwnProcess(t) {
+	if ownprocess.Run(t) {
 		return
 	}
 	for try := 1; try <= 2; try++ {
@@ -266,28 +267,4 @@ func TestNotReadyChecks(t *testing.T) {
 			t.Errorf("%v: %q, want a check mentioning %q", ret, e.Error(), want)
 		}
 	}
-}
-
-// inOwnProcess runs the calling test again in a process of its own and
-// reports whether it did (the caller then returns). Loading NVIDIA's
-// library makes go-nvml describe every nvml.Return with the library's
-// words for the rest of the process, which would change what other tests
-// of the package see.
-func inOwnProcess(t *testing.T) bool {
-	t.Helper()
-	const env = "GDRA_TEST_OWN_PROCESS"
-	if os.Getenv(env) == t.Name() {
-		return false
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), env+"="+t.Name())
-	out, err := cmd.CombinedOutput()
-	t.Logf("in a process of its own:\n%s", out)
-	if err != nil {
-		t.Fatalf("%s failed in a process of its own: %v", t.Name(), err)
-	}
-	if strings.Contains(string(out), "--- SKIP") {
-		t.Skip("skipped in its own process")
-	}
-	return true
 }
