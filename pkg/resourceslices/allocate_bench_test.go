@@ -4,6 +4,7 @@
 package resourceslices_test
 
 import (
+	"fmt"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -34,38 +35,68 @@ func BenchmarkAllocateDynamicMIG(b *testing.B) {
 	}
 }
 
+// filterLayout is one of the node layouts `make bench-scale` runs, with the
+// claim its pods make and how many such claims fill the node.
+type filterLayout struct {
+	name     string
+	opts     resourceslices.Options
+	claim    func(name string) *resourceapi.ResourceClaim
+	capacity int
+}
+
+// FilterLayouts are BenchmarkFilterPerNode's layouts on 8 x H100.
+func filterLayouts() []filterLayout {
+	whole := func(n string) *resourceapi.ResourceClaim {
+		return schedtest.Claim(n, schedtest.Request("gpu", "gpu.nvidia.com", 1))
+	}
+	mig1g := func(n string) *resourceapi.ResourceClaim { return schedtest.Claim(n, migRequest("mig", "1g.10gb")) }
+	return []filterLayout{
+		{"whole", resourceslices.Options{}, whole, 8},
+		{"whole-nomonitor", resourceslices.Options{NoMonitorDevices: true}, whole, 8},
+		{"mig-1g", resourceslices.Options{DynamicMIG: true}, mig1g, 56},
+		{"mig-whole", resourceslices.Options{DynamicMIG: true}, whole, 8},
+		{"mig3p-1g", resourceslices.Options{DynamicMIG: true, MigProfiles: []string{"1g.10gb", "3g.40gb", "7g.80gb"}}, mig1g, 56},
+		{"fraction-10gi", resourceslices.Options{FractionalMemory: true}, func(n string) *resourceapi.ResourceClaim { return memShare(n, "10Gi") }, 64},
+	}
+}
+
 // BenchmarkFilterPerNode is what one kube-scheduler Filter call costs per
 // node and pod (1.37's allocator with its default features, as
 // internal/schedtest sets them) for each layout `make bench-scale` runs, on
-// an idle 8 x H100 node: the allocator converts and checks every device of
-// the node on every call, so the cost follows the devices published, not
-// the one a claim gets. bench-scale's scheduler CPU per pod follows the
-// ratios of these figures.
+// an 8 x H100 node already holding fill% of what the layout can hold
+// (claims allocated through the same allocator first, as the scheduler
+// would have): the allocator converts every device of the node on every
+// call and then looks at devices in published order until one fits, so a
+// busy node costs more than an idle one. bench-scale's scheduler CPU per
+// pod follows the ratios of these figures.
 func BenchmarkFilterPerNode(b *testing.B) {
 	inv := simulatedInventory(&testing.T{}, "h100x8")
-	for _, bc := range []struct {
-		name  string
-		opts  resourceslices.Options
-		claim *resourceapi.ResourceClaim
-	}{
-		{"whole", resourceslices.Options{}, schedtest.Claim("whole", schedtest.Request("gpu", "gpu.nvidia.com", 1))},
-		{"whole-nomonitor", resourceslices.Options{NoMonitorDevices: true}, schedtest.Claim("whole", schedtest.Request("gpu", "gpu.nvidia.com", 1))},
-		{"mig-1g", resourceslices.Options{DynamicMIG: true}, schedtest.Claim("small", migRequest("mig", "1g.10gb"))},
-		{"mig-whole", resourceslices.Options{DynamicMIG: true}, schedtest.Claim("whole", schedtest.Request("gpu", "gpu.nvidia.com", 1))},
-		{"mig3p-1g", resourceslices.Options{DynamicMIG: true, MigProfiles: []string{"1g.10gb", "3g.40gb", "7g.80gb"}}, schedtest.Claim("small", migRequest("mig", "1g.10gb"))},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			res := resourceslices.Build("n1", inv, bc.opts)
-			c := schedtest.New(b, driverName, "n1", res)
-			devices := 0
-			for _, s := range res.Pools["n1"].Slices {
-				devices += len(s.Devices)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				c.Deallocate(c.Allocate(bc.claim))
-			}
-			b.ReportMetric(float64(devices), "devices")
-		})
+	for _, l := range filterLayouts() {
+		for _, fill := range []int{0, 50, 90} {
+			b.Run(fmt.Sprintf("%s/fill=%d", l.name, fill), func(b *testing.B) {
+				res := resourceslices.Build("n1", inv, l.opts)
+				c := schedtest.New(b, driverName, "n1", res)
+				held := l.capacity * fill / 100
+				for i := 0; i < held; i++ {
+					if c.Allocate(l.claim(fmt.Sprintf("fill-%d", i))) == nil {
+						b.Fatalf("%s: fill claim %d of %d did not fit", l.name, i+1, held)
+					}
+				}
+				devices := 0
+				for _, s := range res.Pools["n1"].Slices {
+					devices += len(s.Devices)
+				}
+				claim := l.claim("timed")
+				b.ReportAllocs()
+				for b.Loop() {
+					r := c.Allocate(claim)
+					if r == nil {
+						b.Fatalf("%s at %d%%: the timed claim does not fit", l.name, fill)
+					}
+					c.Deallocate(r)
+				}
+				b.ReportMetric(float64(devices), "devices")
+			})
+		}
 	}
 }

@@ -151,19 +151,39 @@ func TestPlacementOrderIsStable(t *testing.T) {
 			t.Fatalf("build %d published another order:\n%v\nfirst:\n%v", i+2, got, first)
 		}
 	}
-	// GPU by GPU: the GPUs' minors never go down along the order.
-	prev := 0
+	// Whole GPUs first, GPU by GPU; then the placements profile by profile
+	// (order.go), and within one profile GPU by GPU: a profile's minors
+	// never go down, and a profile's run is not interrupted by another.
+	prevMinor := map[string]int{}
+	var profiles []string
 	for _, n := range first {
 		if resourceslices.IsMonitorDeviceName(n) {
 			continue // all after the workload devices (monitor_test.go)
 		}
 		var minor int
-		if _, err := fmt.Sscanf(n, "gpu-%d", &minor); err != nil {
-			t.Fatal(err)
+		var profile string
+		if _, err := fmt.Sscanf(n, "gpu-%d-mig-%s", &minor, &profile); err != nil {
+			if len(profiles) > 0 && profiles[len(profiles)-1] != "whole" {
+				t.Fatalf("whole GPU %s published after MIG placements", n)
+			}
+			profile = "whole"
+			fmt.Sscanf(n, "gpu-%d", &minor)
+		} else {
+			profile = profile[:strings.LastIndex(profile, "-")]
 		}
-		if minor < prev {
-			t.Fatalf("%s published after a device of gpu-%d", n, prev)
+		if len(profiles) == 0 || profiles[len(profiles)-1] != profile {
+			if slices.Contains(profiles, profile) {
+				t.Fatalf("%s: profile %s published again after %v", n, profile, profiles)
+			}
+			profiles = append(profiles, profile)
 		}
-		prev = minor
+		if minor < prevMinor[profile] {
+			t.Fatalf("%s published after a %s device of gpu-%d", n, profile, prevMinor[profile])
+		}
+		prevMinor[profile] = minor
+	}
+	want := []string{"whole", "1g10gb", "1g10gbme", "1g20gb", "2g20gb", "3g40gb", "4g40gb", "7g80gb"}
+	if !slices.Equal(profiles, want) {
+		t.Fatalf("profile runs %v, want %v", profiles, want)
 	}
 }

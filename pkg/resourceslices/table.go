@@ -63,6 +63,7 @@ func NewTable(inv *nvdev.Inventory, o Options) Table {
 			t.Entries = append(t.Entries, entries...)
 		}
 	}
+	t.Entries = profileMajor(t.Entries)
 	for _, e := range monitorEntries(inv) {
 		if !o.NoMonitorDevices || o.HeldMonitors[e.GPU.UUID] {
 			t.Entries = append(t.Entries, e)
