@@ -8,7 +8,11 @@
 # a resourceclaim-only kube-controller-manager) on free loopback ports from
 # the cluster cache; the local cluster (make cluster-up) is not touched.
 # Usage: hack/bench-scale.sh [benchscale flags...]
-# Env: NODES (100,500), LAYOUTS (whole,mig-1g,mig3p-1g,mig-whole,frac-20gi),
+# Env: NODES (100,500), LAYOUTS (whole,mig-1g,mig-1g-class,mig3p-1g,mig-whole,frac-20gi),
+#      FILLS (0,50,90: percent of each node held before the timed pods),
+#      PCT_SCORE (the scheduler's percentageOfNodesToScore; empty: its default),
+#      PLUGIN (a gpu-kubelet-plugin binary to take the slices from, e.g. an
+#      older build to compare with; default: built from this tree),
 #      MODES (claims,templates), REPEATS (2), CPUPROFILE (layout/nodes/mode),
 #      PODS_PER_NODE (whole=4,mig-1g=1,mig3p-1g=1,mig-whole=1,frac-20gi=4), OUT (/tmp/perf-scale-table.md),
 #      GATES: default (Kubernetes 1.37's defaults, what a production cluster
@@ -26,14 +30,16 @@ work=$(mktemp -d /tmp/gdra-bench-scale.XXXX)
 trap 'rm -rf "$work"' EXIT
 t0=$(now)
 cd "$REPO"
-go build -tags grpcnotrace -o "$work/gpu-kubelet-plugin" ./cmd/gpu-kubelet-plugin
+if [ -n "${PLUGIN:-}" ]; then cp "$PLUGIN" "$work/gpu-kubelet-plugin"
+else go build -tags grpcnotrace -o "$work/gpu-kubelet-plugin" ./cmd/gpu-kubelet-plugin; fi
 go build -o "$work/benchscale" ./hack/benchscale
 # The chart's DeviceClasses, as the chart renders them.
 helm template bench deployments/helm/gpu-dra-driver --kube-version "v$K8S_VERSION" >"$work/chart.yaml"
 say "benchmark in $work; feature gates: ${gates:-1.37 defaults}; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
 "$work/benchscale" -k8s-bin "$BIN_K8S" -etcd-bin "$BIN_ETCD" -plugin "$work/gpu-kubelet-plugin" \
   -deviceclasses "$work/chart.yaml" -feature-gates "$gates" -work-dir "$work/runs" \
-  -nodes "${NODES:-100,500}" -layouts "${LAYOUTS:-whole,mig-1g,mig3p-1g,frac-20gi,mig-whole}" \
+  -nodes "${NODES:-100,500}" -layouts "${LAYOUTS:-whole,mig-1g,mig-1g-class,frac-20gi,mig-whole}" \
+  -fills "${FILLS:-0,50,90}" -percentage-of-nodes-to-score "${PCT_SCORE:-0}" \
   -modes "${MODES:-claims,templates}" -repeats "${REPEATS:-2}" \
-  -pods-per-node "${PODS_PER_NODE:-whole=4,mig-1g=1,mig3p-1g=1,mig-whole=1,frac-20gi=4}" ${CPUPROFILE:+-cpuprofile "$CPUPROFILE"} -out "$OUT" -json "${OUT%.md}.json" "$@"
+  -pods-per-node "${PODS_PER_NODE:-whole=1,mig-1g=1,mig-1g-class=1,mig3p-1g=1,mig-whole=1,frac-20gi=1}" ${CPUPROFILE:+-cpuprofile "$CPUPROFILE"} -out "$OUT" -json "${OUT%.md}.json" "$@"
 say "bench-scale done in $(since "$t0") s; table in $OUT"

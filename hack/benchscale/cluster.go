@@ -39,6 +39,7 @@ type clusterConfig struct {
 	gates           string // --feature-gates of every component
 	schedQPS        int
 	schedV          int // kube-scheduler -v
+	pctScore        int // percentageOfNodesToScore; 0 leaves the scheduler's default
 }
 
 type proc struct {
@@ -232,7 +233,7 @@ kind: KubeSchedulerConfiguration
 clientConnection: {kubeconfig: %q, qps: %d, burst: %d}
 leaderElection: {leaderElect: false}
 enableProfiling: true
-`, c.kubeconfig, cfg.schedQPS, cfg.schedQPS))
+%s`, c.kubeconfig, cfg.schedQPS, cfg.schedQPS, pctScoreLine(cfg.pctScore)))
 	if err != nil {
 		return nil, err
 	}
@@ -337,4 +338,13 @@ func (c *cluster) procStats(name string) (rssMiB, cpuSec float64) {
 		}
 	}
 	return rssMiB, cpuSec
+}
+
+// pctScoreLine sets percentageOfNodesToScore in the scheduler's
+// configuration; without it the scheduler scales it with the fleet.
+func pctScoreLine(pct int) string {
+	if pct <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("percentageOfNodesToScore: %d\n", pct)
 }

@@ -24,8 +24,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,8 +36,9 @@ import (
 type options struct {
 	k8sBin, etcdBin, plugin, classes, profile       string
 	gates, workDir, out, jsonOut                    string
-	layouts, nodes, modes, podsPerNode              string
+	layouts, nodes, modes, podsPerNode, fills       string
 	repeats, workers, schedQPS, profileSecs, schedV int
+	pctScore                                        int
 	profileCell                                     string
 	stall                                           time.Duration
 }
@@ -59,6 +58,8 @@ func main() {
 	flag.StringVar(&o.nodes, "nodes", "100,500", "fleet sizes")
 	flag.StringVar(&o.modes, "modes", "claims,templates", "claims (pre-created ResourceClaims) and/or templates (ResourceClaimTemplates)")
 	flag.StringVar(&o.podsPerNode, "pods-per-node", "whole=6,mig-1g=6,mig-whole=6,frac-20gi=6", "pods per node of each layout (layout=n,...)")
+	flag.StringVar(&o.fills, "fills", "0", "fill levels: percent of what a node can hold of the layout's claims, allocated before the timed pods (fill.go)")
+	flag.IntVar(&o.pctScore, "percentage-of-nodes-to-score", 0, "the scheduler's percentageOfNodesToScore (0: its default, adaptive)")
 	flag.IntVar(&o.repeats, "repeats", 3, "runs per cell; the table shows medians")
 	flag.IntVar(&o.workers, "workers", 32, "concurrent API calls when creating objects")
 	flag.IntVar(&o.schedQPS, "scheduler-qps", 5000, "kube-scheduler clientConnection qps and burst")
@@ -113,6 +114,14 @@ func run(ctx context.Context, o options) error {
 		}
 		sizes = append(sizes, n)
 	}
+	var fills []int
+	for _, s := range split(o.fills) {
+		f, err := strconv.Atoi(s)
+		if err != nil || f < 0 || f > 99 || (len(fills) > 0 && f <= fills[len(fills)-1]) {
+			return fmt.Errorf("-fills %q: want ascending percentages 0..99", o.fills)
+		}
+		fills = append(fills, f)
+	}
 	modes := split(o.modes)
 	for _, m := range modes {
 		if m != "claims" && m != "templates" {
@@ -152,8 +161,13 @@ func run(ctx context.Context, o options) error {
 		for _, s := range tmpl {
 			devs += len(s.Spec.Devices)
 		}
+		fill, err := planFill(tmpl, classes, l)
+		if err != nil {
+			return err
+		}
+		logf("%s: a node holds %d such claims", ln, fill.capacity())
 		for _, n := range sizes {
-			rs, err := runCell(ctx, o, l, tmpl, classes, n, ppn, modes)
+			rs, err := runCell(ctx, o, cellSpec{l: l, tmpl: tmpl, classes: classes, n: n, ppn: ppn, modes: modes, fill: fill, fills: fills})
 			results = append(results, rs...)
 			if werr := writeResults(o, results); werr != nil {
 				return werr
@@ -206,7 +220,7 @@ func logf(format string, args ...any) {
 // startFleet starts a control plane in o.workDir/name and creates an
 // n-node fleet of l's slices on it; the caller stops the cluster.
 func startFleet(ctx context.Context, o options, name string, l layout, tmpl []*resourceapi.ResourceSlice, classes []*resourceapi.DeviceClass, n int) (*cluster, kubernetes.Interface, error) {
-	c, err := startCluster(ctx, clusterConfig{k8sBin: o.k8sBin, etcdBin: o.etcdBin, dir: filepath.Join(o.workDir, name), gates: o.gates, schedQPS: o.schedQPS, schedV: o.schedV})
+	c, err := startCluster(ctx, clusterConfig{k8sBin: o.k8sBin, etcdBin: o.etcdBin, dir: filepath.Join(o.workDir, name), gates: o.gates, schedQPS: o.schedQPS, schedV: o.schedV, pctScore: o.pctScore})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -222,16 +236,55 @@ func startFleet(ctx context.Context, o options, name string, l layout, tmpl []*r
 	return nil, nil, err
 }
 
-// runCell starts a control plane, creates an n-node fleet and runs every
-// mode o.repeats times on it, cleaning up between runs.
-func runCell(ctx context.Context, o options, l layout, tmpl []*resourceapi.ResourceSlice, classes []*resourceapi.DeviceClass, n, ppn int, modes []string) ([]runResult, error) {
-	c, cs, err := startFleet(ctx, o, fmt.Sprintf("%s-%d", l.name, n), l, tmpl, classes, n)
+// cellSpec is one layout at one fleet size.
+type cellSpec struct {
+	l       layout
+	tmpl    []*resourceapi.ResourceSlice
+	classes []*resourceapi.DeviceClass
+	n, ppn  int
+	modes   []string
+	fill    nodeFill
+	fills   []int
+}
+
+// runCell starts a control plane and creates an n-node fleet; then, for
+// each fill level in turn, adds the fill claims and runs every mode
+// o.repeats times, cleaning up the timed pods between runs.
+func runCell(ctx context.Context, o options, cell cellSpec) ([]runResult, error) {
+	l, n := cell.l, cell.n
+	c, cs, err := startFleet(ctx, o, fmt.Sprintf("%s-%d", l.name, n), l, cell.tmpl, cell.classes, n)
 	if err != nil {
 		return nil, err
 	}
 	defer c.stop()
-	// The scheduler's informers need a moment for the last slices.
-	time.Sleep(3 * time.Second)
+	var out []runResult
+	held := 0
+	for _, fill := range cell.fills {
+		t := time.Now()
+		next := cell.fill.held(fill)
+		if err := addFill(ctx, cs, l, cell.fill, n, held, next, o.workers); err != nil {
+			return out, err
+		}
+		if next > held {
+			logf("%s/%d: fill %d%%: %d of %d claims per node held (%d written in %.1f s)", l.name, n, fill, next, cell.fill.capacity(), n*(next-held), time.Since(t).Seconds())
+		}
+		held = next
+		// The scheduler's informers need a moment for the last slices
+		// and claims.
+		time.Sleep(3 * time.Second)
+		ppn := min(cell.ppn, cell.fill.capacity()-held)
+		rs, err := runFill(ctx, o, c, cs, cell, fill, ppn)
+		out = append(out, rs...)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// runFill runs every mode o.repeats times at one fill level.
+func runFill(ctx context.Context, o options, c *cluster, cs kubernetes.Interface, cell cellSpec, fill, ppn int) ([]runResult, error) {
+	l, n, modes := cell.l, cell.n, cell.modes
 	var out []runResult
 	for _, mode := range modes {
 		if mode == "templates" && c.procs["kube-controller-manager"] == nil {
@@ -240,7 +293,7 @@ func runCell(ctx context.Context, o options, l layout, tmpl []*resourceapi.Resou
 			}
 		}
 		for r := range o.repeats {
-			spec := runSpec{l: l, nodes: n, pods: n * ppn, mode: mode, repeat: r, workers: o.workers, stall: o.stall, profileSecs: o.profileSecs}
+			spec := runSpec{l: l, nodes: n, pods: n * ppn, fill: fill, pctScore: o.pctScore, mode: mode, repeat: r, workers: o.workers, stall: o.stall, profileSecs: o.profileSecs}
 			if r == 0 && o.profileCell == fmt.Sprintf("%s/%d/%s", l.name, n, mode) {
 				spec.profileTo = filepath.Join(filepath.Dir(o.out), fmt.Sprintf("scheduler-%s-%d-%s.pprof", l.name, n, mode))
 			}
@@ -249,8 +302,11 @@ func runCell(ctx context.Context, o options, l layout, tmpl []*resourceapi.Resou
 				return out, err
 			}
 			out = append(out, res)
-			logf("%s/%d/%s #%d: %d/%d pods bound in %.1f s (%.1f pods/s; created in %.1f s), p50 %.2f s p99 %.2f s, Filter p50 %s, sched %.2f cores, apiserver %.2f cores, machine %.2f of %d",
-				l.name, n, mode, r, res.Bound, res.Pods, res.Seconds, res.PodsPerSec, res.CreateSec, res.P50, res.P99, ms(res.FilterP50), res.SchedCores, res.APICores, res.TotalCores, numCPU())
+			if err := checkFillHeld(ctx, cs); err != nil {
+				return out, err
+			}
+			logf("%s/%d/fill %d%%/%s #%d: %d/%d pods bound in %.1f s (%.1f pods/s; created in %.1f s), p50 %.2f s p99 %.2f s, Filter p50 %s, sched %.2f cores, apiserver %.2f cores, machine %.2f of %d",
+				l.name, n, fill, mode, r, res.Bound, res.Pods, res.Seconds, res.PodsPerSec, res.CreateSec, res.P50, res.P99, ms(res.FilterP50), res.SchedCores, res.APICores, res.TotalCores, numCPU())
 			if err := cleanup(ctx, cs, o.workers); err != nil {
 				return out, fmt.Errorf("cleanup: %w", err)
 			}
@@ -270,58 +326,6 @@ func ms(sec float64) string {
 		return fmt.Sprintf("%.0f µs", sec*1e6)
 	}
 	return fmt.Sprintf("%.1f ms", sec*1e3)
-}
-
-func median(rs []runResult, f func(runResult) float64) float64 {
-	var v []float64
-	for _, r := range rs {
-		if x := f(r); !math.IsNaN(x) {
-			v = append(v, x)
-		}
-	}
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	sort.Float64s(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
-}
-
-func markdown(results []runResult) string {
-	type key struct {
-		layout string
-		nodes  int
-		mode   string
-	}
-	groups := map[key][]runResult{}
-	var keys []key
-	for _, r := range results {
-		k := key{r.Layout, r.Nodes, r.Mode}
-		if _, ok := groups[k]; !ok {
-			keys = append(keys, k)
-		}
-		groups[k] = append(groups[k], r)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "| layout | nodes | claims | runs | pods (bound) | pods/s | create→bind p50 / p99 | Filter p50 / p99 / mean | PreBind p50 / mean | apiserver RSS | scheduler RSS | scheduler / apiserver / machine CPU (cores) |\n")
-	fmt.Fprintf(&b, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, k := range keys {
-		rs := groups[k]
-		minBound := slices.MinFunc(rs, func(a, b runResult) int { return a.Bound - b.Bound }).Bound
-		fmt.Fprintf(&b, "| %s | %d | %s | %d | %d (%d) | %.1f | %.2f s / %.2f s | %s / %s / %s | %s / %s | %.0f MiB | %.0f MiB | %.2f / %.2f / %.2f |\n",
-			k.layout, k.nodes, k.mode, len(rs), rs[0].Pods, minBound,
-			median(rs, func(r runResult) float64 { return r.PodsPerSec }),
-			median(rs, func(r runResult) float64 { return r.P50 }), median(rs, func(r runResult) float64 { return r.P99 }),
-			ms(median(rs, func(r runResult) float64 { return r.FilterP50 })), ms(median(rs, func(r runResult) float64 { return r.FilterP99 })),
-			ms(median(rs, func(r runResult) float64 { return r.FilterMean })),
-			ms(median(rs, func(r runResult) float64 { return r.PreBindP50 })), ms(median(rs, func(r runResult) float64 { return r.PreBindMean })),
-			median(rs, func(r runResult) float64 { return r.APIRSS }), median(rs, func(r runResult) float64 { return r.SchedRSS }),
-			median(rs, func(r runResult) float64 { return r.SchedCores }), median(rs, func(r runResult) float64 { return r.APICores }),
-			median(rs, func(r runResult) float64 { return r.TotalCores }))
-	}
-	return b.String()
 }
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, 1<<20) }

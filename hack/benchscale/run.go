@@ -26,6 +26,8 @@ type runResult struct {
 	Layout       string  `json:"layout"`
 	Nodes        int     `json:"nodes"`
 	Mode         string  `json:"mode"`
+	Fill         int     `json:"fillPercent"`
+	PctScore     int     `json:"percentageOfNodesToScore,omitempty"`
 	Repeat       int     `json:"repeat"`
 	Pods         int     `json:"pods"`
 	Bound        int     `json:"bound"`
@@ -43,6 +45,7 @@ type runResult struct {
 	APIRSS       float64 `json:"apiserverRSSMiB"`
 	SchedRSS     float64 `json:"schedulerRSSMiB"`
 	SchedCores   float64 `json:"schedulerCores"` // CPU seconds per wall second during the run
+	SchedCPUPod  float64 `json:"schedulerCPUPerPodSec"`
 	APICores     float64 `json:"apiserverCores"`
 	EtcdCores    float64 `json:"etcdCores"`
 	KCMCores     float64 `json:"kcmCores"`
@@ -53,6 +56,8 @@ type runResult struct {
 type runSpec struct {
 	l           layout
 	nodes, pods int
+	fill        int    // percent of each node held before the timed pods
+	pctScore    int    // the scheduler's percentageOfNodesToScore (0: default)
 	mode        string // "claims" or "templates"
 	repeat      int
 	workers     int
@@ -64,7 +69,7 @@ type runSpec struct {
 // runOnce creates the claims (or one template) and then the pods, and waits
 // until every pod is bound or nothing was bound for spec.stall.
 func runOnce(ctx context.Context, c *cluster, cs kubernetes.Interface, spec runSpec) (runResult, error) {
-	res := runResult{Layout: spec.l.name, Nodes: spec.nodes, Mode: spec.mode, Repeat: spec.repeat, Pods: spec.pods}
+	res := runResult{Layout: spec.l.name, Nodes: spec.nodes, Mode: spec.mode, Fill: spec.fill, PctScore: spec.pctScore, Repeat: spec.repeat, Pods: spec.pods}
 	claimSpec := resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: spec.l.request.DeepCopy()}}}}
 	podClaim := func(i int) corev1.PodResourceClaim {
 		if spec.mode == "templates" {
@@ -219,6 +224,9 @@ func runOnce(ctx context.Context, c *cluster, cs kubernetes.Interface, spec runS
 	res.P50, res.P99 = pct(lat, 0.50), pct(lat, 0.99)
 	wall := end.Sub(start).Seconds()
 	res.SchedCores = (sched1 - sched0) / wall
+	if res.Bound > 0 {
+		res.SchedCPUPod = (sched1 - sched0) / float64(res.Bound)
+	}
 	res.APICores = (api1 - api0) / wall
 	res.EtcdCores = (etcd1 - etcd0) / wall
 	res.KCMCores = (kcm1 - kcm0) / wall

@@ -47,12 +47,16 @@ func layouts() []layout {
 	whole := resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}
 	mig1g := resourceapi.ExactDeviceRequest{DeviceClassName: "mig.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
 		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"}}}}
+	// The documented MIG path: the profile's class (the chart renders one
+	// per profile), no selector of the claim's own.
+	mig1gClass := resourceapi.ExactDeviceRequest{DeviceClassName: "mig-1g.10gb.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}
 	frac := resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
 		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: "device.allowMultipleAllocations"}}},
 		Capacity:  &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("20Gi")}}}
 	return []layout{
 		{name: "whole", pluginFlags: []string{"--feature-gates=DynamicMIG=false"}, request: whole},
 		{name: "mig-1g", request: mig1g},
+		{name: "mig-1g-class", request: mig1gClass},
 		// Dynamic MIG with three profiles published (--mig-profiles): 11
 		// devices per GPU instead of 26.
 		{name: "mig3p-1g", pluginFlags: []string{"--mig-profiles=1g.10gb,3g.40gb,7g.80gb"}, request: mig1g},

@@ -56,13 +56,13 @@ const (
 // deviceMetadata builds the metadata of prepared devices from the devices
 // the node publishes.
 type deviceMetadata struct {
-	published map[string]resourceapi.Device
+	published map[string]resourceslices.Entry
 }
 
 func newDeviceMetadata(table resourceslices.Table) *deviceMetadata {
-	m := &deviceMetadata{published: make(map[string]resourceapi.Device, len(table.Entries))}
+	m := &deviceMetadata{published: make(map[string]resourceslices.Entry, len(table.Entries))}
 	for _, e := range table.Entries {
-		m.published[e.Device.Name] = e.Device
+		m.published[e.Device.Name] = e
 	}
 	return m
 }
@@ -98,8 +98,12 @@ func recordOf(devices []kubeletplugin.Device, records []checkpoint.PreparedDevic
 
 // attributes of one prepared device.
 func (m *deviceMetadata) attributes(rec checkpoint.PreparedDevice) map[string]resourceapi.DeviceAttribute {
-	pub := m.published[rec.Device]
-	attrs := make(map[string]resourceapi.DeviceAttribute, len(pub.Attributes)+8)
+	entry := m.published[rec.Device]
+	pub := entry.Device
+	attrs := make(map[string]resourceapi.DeviceAttribute, len(pub.Attributes)+len(entry.Details)+8)
+	for name, a := range entry.Details {
+		attrs[string(name)] = a
+	}
 	for name, a := range pub.Attributes {
 		attrs[string(name)] = a
 	}

@@ -201,6 +201,16 @@ func TestDeviceMetadataDynamicMIG(t *testing.T) {
 	if got := attrString(d, "productName"); got != g.ProductName {
 		t.Errorf("productName %q, want %q", got, g.ProductName)
 	}
+	// What the MIG device does not publish (resourceslices.MigDetails) is
+	// in its metadata: placement, parent minor, engines, driver version.
+	for name, want := range map[string]int64{"placementStart": 0, "placementSize": 1, "parentMinor": 0, "decoders": int64(prof.Info.DecoderCount), "copyEngines": int64(prof.Info.CopyEngineCount)} {
+		if got := attrInt(d, name); got != want {
+			t.Errorf("%s %d, want %d", name, got, want)
+		}
+	}
+	if v := d.Attributes["driverVersion"].VersionValue; v == nil || *v != n.driver.cfg.Backend.Inventory.DriverVersion {
+		t.Errorf("driverVersion %v, want the node's %q", v, n.driver.cfg.Backend.Inventory.DriverVersion)
+	}
 	requirePublished(t, n, d)
 	requireNoSharing(t, d)
 	n.unprepare(claim)
@@ -292,7 +302,7 @@ func TestDeviceMetadataMPSConfig(t *testing.T) {
 
 // A device prepare has no record of gets no metadata rather than a wrong one.
 func TestDeviceMetadataNeedsARecord(t *testing.T) {
-	m := &deviceMetadata{published: map[string]resourceapi.Device{}}
+	m := &deviceMetadata{published: map[string]resourceslices.Entry{}}
 	devs := []kubeletplugin.Device{
 		{Requests: []string{"a"}, PoolName: "p", DeviceName: "gpu-0"},
 		{Requests: []string{"b"}, PoolName: "p", DeviceName: "gpu-1"},

@@ -85,13 +85,20 @@ func commonAttributes(inv *nvdev.Inventory, g *nvdev.GPU) map[resourceapi.Qualif
 		AttrDriverVersion:         version(inv.DriverVersion),
 		AttrCudaDriverVersion:     version(inv.CudaDriverVersion),
 	}
+	topologyAttributes(attrs, g)
+	return attrs
+}
+
+// topologyAttributes are the standard attributes that align a device with
+// others (matchAttribute on resource.kubernetes.io/pcieRoot, a NIC's NUMA
+// node).
+func topologyAttributes(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, g *nvdev.GPU) {
 	if g.PCIeRoot != "" {
 		attrs[deviceattribute.StandardDeviceAttributePCIeRoot] = str(g.PCIeRoot)
 	}
 	if g.NUMANode != nil {
 		attrs[deviceattribute.StandardDeviceAttributeNUMANode] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(*g.NUMANode))}
 	}
-	return attrs
 }
 
 func str(s string) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{StringValue: &s} }

@@ -114,28 +114,55 @@ func placementConsumption(g *nvdev.GPU, p nvdev.MigProfile, start, size uint32) 
 }
 
 // MigDevice builds the API device of a MIG device, dynamic (not created
-// yet, no uuid) or static (existing, with uuid).
+// yet, no uuid) or static (existing, with uuid). It carries what users
+// select on or align by: its type, profile and parent, the model and
+// architecture, the compute capability, the PCIe root and NUMA node, and
+// its memory and multiprocessors. What only describes it (MigDetails)
+// goes into the device metadata file of a prepared device instead: every
+// attribute and capacity a device publishes is converted and put into a
+// map for each CEL evaluation the scheduler makes on it, on every Filter
+// call, and a node with dynamic MIG publishes 26 of them per GPU (docs/
+// performance.md, "Busy fleets": each one left out is a measured share of
+// a busy node's Filter cost).
 func MigDevice(inv *nvdev.Inventory, g *nvdev.GPU, p nvdev.MigProfile, start, size uint32, uuid string) resourceapi.Device {
-	attrs := commonAttributes(inv, g)
-	attrs[AttrType] = str(configapi.MIG.Attribute())
-	attrs[AttrParentUUID] = str(g.UUID)
-	attrs[AttrParentMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Minor))}
-	attrs[AttrProfile] = str(p.Name)
-	attrs[AttrPlacementStart] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(start))}
-	attrs[AttrPlacementSize] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(size))}
+	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		AttrType:                  str(configapi.MIG.Attribute()),
+		AttrProfile:               str(p.Name),
+		AttrParentUUID:            str(g.UUID),
+		AttrProductName:           str(g.ProductName),
+		AttrArchitecture:          str(g.Architecture),
+		AttrCudaComputeCapability: version(g.CudaComputeCapability),
+	}
+	topologyAttributes(attrs, g)
 	if uuid != "" {
 		attrs[AttrUUID] = str(uuid)
 	}
 	capacity := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 		CapMemory:          {Value: *resource.NewQuantity(int64(p.Info.MemorySizeMB)<<20, resource.BinarySI)},
 		CapMultiprocessors: {Value: *resource.NewQuantity(int64(p.Info.MultiprocessorCount), resource.DecimalSI)},
-		CapCopyEngines:     {Value: *resource.NewQuantity(int64(p.Info.CopyEngineCount), resource.DecimalSI)},
-		CapDecoders:        {Value: *resource.NewQuantity(int64(p.Info.DecoderCount), resource.DecimalSI)},
-		CapEncoders:        {Value: *resource.NewQuantity(int64(p.Info.EncoderCount), resource.DecimalSI)},
-		CapJpegEngines:     {Value: *resource.NewQuantity(int64(p.Info.JpegCount), resource.DecimalSI)},
-		CapOfaEngines:      {Value: *resource.NewQuantity(int64(p.Info.OfaCount), resource.DecimalSI)},
 	}
 	return resourceapi.Device{Name: MigDeviceName(g.Minor, p.Name, start), Attributes: attrs, Capacity: capacity}
+}
+
+// MigDetails describe a MIG device beyond what it publishes: its
+// placement, its parent's minor, its engines, and the node's driver and
+// the GPU's brand (which the parent GPU publishes). The device metadata
+// file of a prepared MIG device carries them, under these names.
+func MigDetails(inv *nvdev.Inventory, g *nvdev.GPU, p nvdev.MigProfile, start, size uint32) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	n := func(v int64) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{IntValue: ptr.To(v)} }
+	return map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		AttrParentMinor:       n(int64(g.Minor)),
+		AttrPlacementStart:    n(int64(start)),
+		AttrPlacementSize:     n(int64(size)),
+		AttrBrand:             str(g.Brand),
+		AttrDriverVersion:     version(inv.DriverVersion),
+		AttrCudaDriverVersion: version(inv.CudaDriverVersion),
+		CapCopyEngines:        n(int64(p.Info.CopyEngineCount)),
+		CapDecoders:           n(int64(p.Info.DecoderCount)),
+		CapEncoders:           n(int64(p.Info.EncoderCount)),
+		CapJpegEngines:        n(int64(p.Info.JpegCount)),
+		CapOfaEngines:         n(int64(p.Info.OfaCount)),
+	}
 }
 
 // WholeGPUPublished reports whether a GPU published in mode m is also a
@@ -178,7 +205,8 @@ func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU, profiles []nvdev.M
 		for _, pl := range p.Placements {
 			d := MigDevice(inv, g, p, pl.Start, pl.Size, "")
 			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{placementConsumption(g, p, pl.Start, pl.Size)}
-			e := Entry{Device: d, Kind: configapi.DynamicMIG, GPU: g, Profile: p, Start: pl.Start, Size: pl.Size}
+			e := Entry{Device: d, Kind: configapi.DynamicMIG, GPU: g, Profile: p, Start: pl.Start, Size: pl.Size,
+				Details: MigDetails(inv, g, p, pl.Start, pl.Size)}
 			placements = append(placements, migPlacement{entry: e, profile: p})
 		}
 	}

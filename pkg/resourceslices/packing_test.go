@@ -64,7 +64,11 @@ func TestIssueLayoutFitsInEveryArrivalOrder(t *testing.T) {
 func TestMigFillsTheFirstGPUWithRoom(t *testing.T) {
 	c := schedtest.New(t, driverName, "n1", resourceslices.Build("n1", simulatedInventory(t, "h100x2"), resourceslices.Options{DynamicMIG: true}))
 	parentOf := func(name string) int64 {
-		return *findDevice(t, c, name).Attributes["parentMinor"].IntValue
+		var minor int64
+		if _, err := fmt.Sscanf(name, "gpu-%d-mig-", &minor); err != nil {
+			t.Fatalf("%s is not a MIG device name: %v", name, err)
+		}
+		return minor
 	}
 	mig := func(i int, profile string) string {
 		got := schedtest.Devices(c.Allocate(schedtest.Claim(fmt.Sprintf("mig-%d", i), migRequest("mig", profile))))

@@ -5,6 +5,7 @@ package chart
 
 import (
 	"os/exec"
+	"reflect"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/deployments/static"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
@@ -105,6 +107,12 @@ func TestChartMigExtendedResourcesMatchTheDriversProfiles(t *testing.T) {
 		t.Errorf("values.yaml migExtendedResources.profiles drifted from the driver's tables:\n  missing %v\n  not a driver profile %v", missing, extra)
 	}
 	for r, dc := range got {
+		// The allocator tests and benchmarks build these classes with
+		// static.MigProfileClass: the chart must render exactly that.
+		if p, ok := want[r]; ok && !sameClass(dc, static.MigProfileClass(driver, p)) {
+			same := static.MigProfileClass(driver, p)
+			t.Errorf("class for %s:\nchart:  %s %+v\nstatic: %s %+v", want[r], dc.Name, dc.Spec, same.Name, same.Spec)
+		}
 		if errs := validation.IsDNS1123Subdomain(dc.Name); len(errs) != 0 {
 			t.Errorf("class %s: %v", dc.Name, errs)
 		}
@@ -122,6 +130,10 @@ func TestChartMigExtendedResourcesMatchTheDriversProfiles(t *testing.T) {
 	if dc := got["nvidia.com/mig-1g.10gb.me"]; dc == nil || dc.Name != "mig-1g.10gb.me.nvidia.com" {
 		t.Errorf("1g.10gb+me: class %v, want mig-1g.10gb.me.nvidia.com for nvidia.com/mig-1g.10gb.me (the device plugin's name)", dc)
 	}
+}
+
+func sameClass(a, b *resourceapi.DeviceClass) bool {
+	return a.Name == b.Name && reflect.DeepEqual(a.Spec, b.Spec)
 }
 
 // deviceProfile is the profile attribute of an allocated device.
