@@ -5,8 +5,8 @@ package chart
 
 import (
 	"os/exec"
-	"reflect"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
