@@ -110,6 +110,9 @@ func BenchmarkFilterPerNode(b *testing.B) {
 					devices += len(s.Devices)
 				}
 				claim := l.claim("timed")
+				// Once untimed: the first call compiles the CEL
+				// expressions, which the scheduler caches across pods.
+				c.Deallocate(c.Allocate(claim))
 				b.ReportAllocs()
 				cpu0 := processCPU()
 				for b.Loop() {

@@ -72,8 +72,8 @@ func publishedDevices(t *testing.T) (counts map[string]int, parents map[string][
 			}
 			if key == "mig" && d.Attributes["profile"].StringValue != nil {
 				key = *d.Attributes["profile"].StringValue
-				if m := d.Attributes["parentMinor"].IntValue; m != nil && !slices.Contains(parents[key], *m) {
-					parents[key] = append(parents[key], *m)
+				if m, ok := migParentMinor(d.Name); ok && !slices.Contains(parents[key], m) {
+					parents[key] = append(parents[key], m)
 				}
 			}
 			counts[key]++
@@ -153,11 +153,11 @@ func TestMigProfiles(t *testing.T) {
 	waitRunningIn(t, migProfilesNS, "held-2g")
 	claim := claimOf(t, migProfilesNS, "held-2g", "gpu")
 	held := allocatedDevices(t, migProfilesNS, claim)["gpu"]
-	d, ok := sliceDevice(t, held)
-	if !ok || d.Attributes["parentMinor"].IntValue == nil {
+	_, ok := sliceDevice(t, held)
+	heldMinor, isMig := migParentMinor(held)
+	if !ok || !isMig {
 		t.Fatalf("claim %s holds %q, not a published MIG device", claim, held)
 	}
-	heldMinor := *d.Attributes["parentMinor"].IntValue
 	t.Logf("held-2g: claim %s holds %s on gpu-%d", claim, held, heldMinor)
 
 	setMigProfiles(t, "--set", "{1g.10gb,3g.40gb,7g.80gb}")
@@ -223,4 +223,13 @@ func TestMigProfiles(t *testing.T) {
 		t.Errorf("deleting small-1g: %v\n%s", err, out)
 	}
 	waitNodeClean(t, "after TestMigProfiles", nil)
+}
+
+// migParentMinor is the minor of a MIG device's GPU, from its name
+// (gpu-<minor>-mig-<profile>-<start>): MIG devices do not publish it as an
+// attribute (resourceslices.MigDetails).
+func migParentMinor(device string) (int64, bool) {
+	var minor int64
+	_, err := fmt.Sscanf(device, "gpu-%d-mig-", &minor)
+	return minor, err == nil
 }
