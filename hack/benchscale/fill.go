@@ -45,6 +45,16 @@ func (f nodeFill) capacity() int { return len(f.results) }
 // held is how many claims fill percent of a node.
 func (f nodeFill) held(percent int) int { return f.capacity() * percent / 100 }
 
+// timedPods is how many pods a run times on n nodes with free claims'
+// worth of room each: ppn per node, but never more than half the room,
+// so that a run measures the fleet at its fill level and not the last
+// free device of a full fleet, where the scheduler must search every node
+// for the few left (at 90% whole GPUs have one free GPU per node: the
+// timed pods then fill every other node).
+func timedPods(n, ppn, free int) int {
+	return max(1, min(n*ppn, n*free/2))
+}
+
 // planFill allocates the layout's claim on the template node until no
 // more fits (at most 1,000).
 func planFill(tmpl []*resourceapi.ResourceSlice, classes []*resourceapi.DeviceClass, l layout) (f nodeFill, err error) {

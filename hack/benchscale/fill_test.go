@@ -91,3 +91,17 @@ func TestForNodeRenamesPoolAndNode(t *testing.T) {
 		t.Errorf("node selector %+v does not select %s", sel, nodeName(7))
 	}
 }
+
+func TestTimedPodsLeaveTheFillLevel(t *testing.T) {
+	for _, tc := range []struct{ n, ppn, free, want int }{
+		{500, 1, 8, 500}, // empty whole-GPU nodes: one pod each
+		{500, 1, 1, 250}, // 90% of 8 GPUs: every other node's last GPU
+		{500, 1, 6, 500}, // 90% of 56 MIG slots: one of six free each
+		{500, 4, 4, 1000},
+		{1, 1, 1, 1},
+	} {
+		if got := timedPods(tc.n, tc.ppn, tc.free); got != tc.want {
+			t.Errorf("timedPods(%d, %d, %d) = %d, want %d", tc.n, tc.ppn, tc.free, got, tc.want)
+		}
+	}
+}

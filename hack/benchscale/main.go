@@ -272,8 +272,7 @@ func runCell(ctx context.Context, o options, cell cellSpec) ([]runResult, error)
 		// The scheduler's informers need a moment for the last slices
 		// and claims.
 		time.Sleep(3 * time.Second)
-		ppn := min(cell.ppn, cell.fill.capacity()-held)
-		rs, err := runFill(ctx, o, c, cs, cell, fill, ppn)
+		rs, err := runFill(ctx, o, c, cs, cell, fill, timedPods(n, cell.ppn, cell.fill.capacity()-held))
 		out = append(out, rs...)
 		if err != nil {
 			return out, err
@@ -283,7 +282,7 @@ func runCell(ctx context.Context, o options, cell cellSpec) ([]runResult, error)
 }
 
 // runFill runs every mode o.repeats times at one fill level.
-func runFill(ctx context.Context, o options, c *cluster, cs kubernetes.Interface, cell cellSpec, fill, ppn int) ([]runResult, error) {
+func runFill(ctx context.Context, o options, c *cluster, cs kubernetes.Interface, cell cellSpec, fill, pods int) ([]runResult, error) {
 	l, n, modes := cell.l, cell.n, cell.modes
 	var out []runResult
 	for _, mode := range modes {
@@ -293,7 +292,7 @@ func runFill(ctx context.Context, o options, c *cluster, cs kubernetes.Interface
 			}
 		}
 		for r := range o.repeats {
-			spec := runSpec{l: l, nodes: n, pods: n * ppn, fill: fill, pctScore: o.pctScore, mode: mode, repeat: r, workers: o.workers, stall: o.stall, profileSecs: o.profileSecs}
+			spec := runSpec{l: l, nodes: n, pods: pods, fill: fill, pctScore: o.pctScore, mode: mode, repeat: r, workers: o.workers, stall: o.stall, profileSecs: o.profileSecs}
 			if r == 0 && o.profileCell == fmt.Sprintf("%s/%d/%s", l.name, n, mode) {
 				spec.profileTo = filepath.Join(filepath.Dir(o.out), fmt.Sprintf("scheduler-%s-%d-%s.pprof", l.name, n, mode))
 			}
