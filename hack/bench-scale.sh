@@ -10,6 +10,7 @@
 # Usage: hack/bench-scale.sh [benchscale flags...]
 # Env: NODES (100,500), LAYOUTS (whole,mig-1g,mig-1g-class,mig3p-1g,mig-whole,frac-20gi),
 #      FILLS (0,50,90: percent of each node held before the timed pods),
+#      MAX_PODS (at most this many timed pods per run; empty: no limit),
 #      PCT_SCORE (the scheduler's percentageOfNodesToScore; empty: its default),
 #      PLUGIN (a gpu-kubelet-plugin binary to take the slices from, e.g. an
 #      older build to compare with; default: built from this tree),
@@ -39,7 +40,7 @@ say "benchmark in $work; feature gates: ${gates:-1.37 defaults}; $(nproc) cores,
 "$work/benchscale" -k8s-bin "$BIN_K8S" -etcd-bin "$BIN_ETCD" -plugin "$work/gpu-kubelet-plugin" \
   -deviceclasses "$work/chart.yaml" -feature-gates "$gates" -work-dir "$work/runs" \
   -nodes "${NODES:-100,500}" -layouts "${LAYOUTS:-whole,mig-1g,mig-1g-class,frac-20gi,mig-whole}" \
-  -fills "${FILLS:-0,50,90}" -percentage-of-nodes-to-score "${PCT_SCORE:-0}" \
+  -fills "${FILLS:-0,50,90}" -percentage-of-nodes-to-score "${PCT_SCORE:-0}" -max-timed-pods "${MAX_PODS:-0}" \
   -modes "${MODES:-claims,templates}" -repeats "${REPEATS:-2}" \
   -pods-per-node "${PODS_PER_NODE:-whole=1,mig-1g=1,mig-1g-class=1,mig3p-1g=1,mig-whole=1,frac-20gi=1}" ${CPUPROFILE:+-cpuprofile "$CPUPROFILE"} -out "$OUT" -json "${OUT%.md}.json" "$@"
 say "bench-scale done in $(since "$t0") s; table in $OUT"

@@ -55,6 +55,14 @@ func timedPods(n, ppn, free int) int {
 	return max(1, min(n*ppn, n*free/2))
 }
 
+// cappedPods is pods, or limit where that is smaller (limit 0: no limit).
+func cappedPods(pods, limit int) int {
+	if limit > 0 {
+		return min(pods, limit)
+	}
+	return pods
+}
+
 // planFill allocates the layout's claim on the template node until no
 // more fits (at most 1,000).
 func planFill(tmpl []*resourceapi.ResourceSlice, classes []*resourceapi.DeviceClass, l layout) (f nodeFill, err error) {

@@ -38,7 +38,7 @@ type options struct {
 	gates, workDir, out, jsonOut                    string
 	layouts, nodes, modes, podsPerNode, fills       string
 	repeats, workers, schedQPS, profileSecs, schedV int
-	pctScore                                        int
+	pctScore, maxPods                               int
 	profileCell                                     string
 	stall                                           time.Duration
 }
@@ -60,6 +60,7 @@ func main() {
 	flag.StringVar(&o.podsPerNode, "pods-per-node", "whole=6,mig-1g=6,mig-whole=6,frac-20gi=6", "pods per node of each layout (layout=n,...)")
 	flag.StringVar(&o.fills, "fills", "0", "fill levels: percent of what a node can hold of the layout's claims, allocated before the timed pods (fill.go)")
 	flag.IntVar(&o.pctScore, "percentage-of-nodes-to-score", 0, "the scheduler's percentageOfNodesToScore (0: its default, adaptive)")
+	flag.IntVar(&o.maxPods, "max-timed-pods", 0, "at most this many timed pods per run (0: no limit), for slow cells")
 	flag.IntVar(&o.repeats, "repeats", 3, "runs per cell; the table shows medians")
 	flag.IntVar(&o.workers, "workers", 32, "concurrent API calls when creating objects")
 	flag.IntVar(&o.schedQPS, "scheduler-qps", 5000, "kube-scheduler clientConnection qps and burst")
@@ -272,7 +273,7 @@ func runCell(ctx context.Context, o options, cell cellSpec) ([]runResult, error)
 		// The scheduler's informers need a moment for the last slices
 		// and claims.
 		time.Sleep(3 * time.Second)
-		rs, err := runFill(ctx, o, c, cs, cell, fill, timedPods(n, cell.ppn, cell.fill.capacity()-held))
+		rs, err := runFill(ctx, o, c, cs, cell, fill, cappedPods(timedPods(n, cell.ppn, cell.fill.capacity()-held), o.maxPods))
 		out = append(out, rs...)
 		if err != nil {
 			return out, err
