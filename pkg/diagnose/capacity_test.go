@@ -78,10 +78,10 @@ func TestCapacity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// frac: three 20Gi shares of each H100 (80GB is 79.6Gi: a fourth does
-	// not fit); elsewhere a request with a memory size takes a whole GPU:
+	// frac: four 20Gi shares of each simulated H100's memory (a fifth
+	// does not fit); elsewhere a request with a memory size takes a whole GPU:
 	// mig-a's two, mig-b's one left, whole's two.
-	if got := counts(caps); got["frac"] != 2*3 || got["mig-a"] != 2 || got["mig-b"] != 1 || got["whole"] != 2 {
+	if got := counts(caps); got["frac"] != 2*4 || got["mig-a"] != 2 || got["mig-b"] != 1 || got["whole"] != 2 {
 		t.Errorf("20Gi capacity %v", got)
 	}
 
