@@ -20,7 +20,7 @@ import (
 // how to reach the cluster, or a state recorded by `diagnose --dump`.
 type fleetOptions struct {
 	kubeconfig, context, driverName, from, output, node string
-	timeout                                            time.Duration
+	timeout                                             time.Duration
 }
 
 func (o *fleetOptions) flags(cmd *cobra.Command, outputs string) {
