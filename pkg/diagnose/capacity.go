@@ -5,9 +5,13 @@ package diagnose
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,12 +90,13 @@ func Capacity(ctx context.Context, s *Snapshot, claim *resourceapi.ResourceClaim
 	errs := make([]error, len(nodes))
 	work := make(chan int)
 	var wg sync.WaitGroup
+	var memo sync.Map // signature -> *nodeCount
 	for range min(runtime.GOMAXPROCS(0), len(nodes)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				out[i], errs[i] = s.nodeCapacity(ctx, nodes[i], nodeSlices[nodes[i]], nodeAllocs[nodes[i]], poolNode, probe, match, limit)
+				out[i], errs[i] = s.nodeCapacity(ctx, nodes[i], nodeSlices[nodes[i]], nodeAllocs[nodes[i]], poolNode, probe, match, limit, &memo)
 			}
 		}()
 	}
@@ -109,7 +114,7 @@ func Capacity(ctx context.Context, s *Snapshot, claim *resourceapi.ResourceClaim
 }
 
 func (s *Snapshot) nodeCapacity(ctx context.Context, name string, slices []*resourceapi.ResourceSlice, allocs []*resourceapi.AllocationResult,
-	poolNode map[string]string, probe *resourceapi.ResourceClaim, match func(driver string, d *resourceapi.Device) bool, limit int) (NodeCapacity, error) {
+	poolNode map[string]string, probe *resourceapi.ResourceClaim, match func(driver string, d *resourceapi.Device) bool, limit int, memo *sync.Map) (NodeCapacity, error) {
 	node := s.node(name)
 	if node == nil {
 		node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
@@ -120,6 +125,31 @@ func (s *Snapshot) nodeCapacity(ctx context.Context, name string, slices []*reso
 		state.book(a, onNode)
 	}
 	slices = candidates(slices, state, match)
+	// Nodes alike in what they publish and what is allocated on them
+	// (a fleet's idle nodes of one model, typically) take the same
+	// number: count once.
+	key := name
+	if memoize {
+		key = signature(slices, state, !namesUUID(probe))
+	}
+	entry, _ := memo.LoadOrStore(key, &nodeCount{})
+	nc := entry.(*nodeCount)
+	nc.once.Do(func() { nc.NodeCapacity, nc.err = count(ctx, s, node, slices, state, probe, limit) })
+	return NodeCapacity{Node: name, Count: nc.Count, AtLimit: nc.AtLimit}, nc.err
+}
+
+// memoize is off in the benchmark of a fleet whose nodes all differ.
+var memoize = true
+
+type nodeCount struct {
+	once sync.Once
+	NodeCapacity
+	err error
+}
+
+// count allocates copies of probe on one node until one does not fit.
+func count(ctx context.Context, s *Snapshot, node *corev1.Node, slices []*resourceapi.ResourceSlice, state allocatedState, probe *resourceapi.ResourceClaim, limit int) (NodeCapacity, error) {
+	name := node.Name
 	nc := NodeCapacity{Node: name}
 	for nc.Count < limit {
 		if err := ctx.Err(); err != nil {
@@ -145,63 +175,6 @@ func (s *Snapshot) nodeCapacity(ctx context.Context, name string, slices []*reso
 	return nc, nil
 }
 
-// requestMatcher returns whether a device may match one of the claim's
-// requests (or subrequests) by its class's and its own CEL selectors. The
-// allocator evaluates those selectors for every device it looks at, in
-// every round; on a dynamic-MIG node most devices match no request, so
-// evaluating each once here and handing the allocator the rest is most of
-// the speed of a fleet-wide count. A selector that fails on a device keeps
-// the device: the allocator then reports the error as the scheduler would.
-func (s *Snapshot) requestMatcher(claim *resourceapi.ResourceClaim) (func(driver string, d *resourceapi.Device) bool, error) {
-	var alternatives [][]selector
-	add := func(request, class string, sels []resourceapi.DeviceSelector) error {
-		dc := s.class(class)
-		if dc == nil {
-			return fmt.Errorf("request %s: DeviceClass %q does not exist", request, class)
-		}
-		all := append(compileSelectors("class "+class, dc.Spec.Selectors), compileSelectors("request "+request, sels)...)
-		for _, sel := range all {
-			if sel.compiled.Error != nil {
-				return fmt.Errorf("%s: selector %q: %s", sel.Source, sel.Expression, sel.compiled.Error.Detail)
-			}
-		}
-		alternatives = append(alternatives, all)
-		return nil
-	}
-	for _, r := range claim.Spec.Devices.Requests {
-		if r.Exactly != nil {
-			if err := add(r.Name, r.Exactly.DeviceClassName, r.Exactly.Selectors); err != nil {
-				return nil, err
-			}
-		}
-		for _, sub := range r.FirstAvailable {
-			if err := add(r.Name+"/"+sub.Name, sub.DeviceClassName, sub.Selectors); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return func(driver string, d *resourceapi.Device) bool {
-		dev := &device{Driver: driver, Dev: d}
-		for _, sels := range alternatives {
-			ok := true
-			for _, sel := range sels {
-				m, err := sel.matches(dev)
-				if err != nil {
-					return true
-				}
-				if !m {
-					ok = false
-					break
-				}
-			}
-			if ok {
-				return true
-			}
-		}
-		return false
-	}, nil
-}
-
 // candidates narrows a node's slices to the devices that may match the
 // claim and those already allocated (whose counters the allocator books).
 // Slices keep their pool, generation and count, so a pool stays complete.
@@ -221,4 +194,77 @@ func candidates(slices []*resourceapi.ResourceSlice, state allocatedState, match
 		out = append(out, &cp)
 	}
 	return out
+}
+
+// signature identifies what a node's count depends on: its candidate
+// slices without the node's and pool's names, and which of their devices
+// are allocated or shared out, and how much. Equal signatures give the
+// allocator the same problem.
+//
+// GPU UUIDs differ from node to node, so they are replaced by their order
+// of appearance on the node: a constraint matchAttribute on parentUUID
+// compares them only with each other. A claim whose selectors name a UUID
+// (renamed false) keeps them.
+func signature(slices []*resourceapi.ResourceSlice, state allocatedState, rename bool) string {
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	uuids := map[string]string{}
+	for _, sl := range slices {
+		spec := sl.Spec
+		spec.NodeName, spec.Pool.Name = nil, ""
+		if rename {
+			spec.Devices = make([]resourceapi.Device, len(sl.Spec.Devices))
+			for j, d := range sl.Spec.Devices {
+				d.Attributes = maps.Clone(d.Attributes)
+				for name, a := range d.Attributes {
+					if id := name[strings.LastIndex(string(name), "/")+1:]; (id == "uuid" || id == "parentUUID") && a.StringValue != nil {
+						if _, ok := uuids[*a.StringValue]; !ok {
+							uuids[*a.StringValue] = fmt.Sprintf("uuid-%d", len(uuids))
+						}
+						v := uuids[*a.StringValue]
+						d.Attributes[name] = resourceapi.DeviceAttribute{StringValue: &v}
+					}
+				}
+				spec.Devices[j] = d
+			}
+		}
+		_ = enc.Encode(&spec) // plain API types: no error
+		for _, d := range sl.Spec.Devices {
+			id := structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name)
+			if state.AllocatedDevices.Has(id) {
+				fmt.Fprintf(h, "allocated %s\n", d.Name)
+			}
+			if used, ok := state.AggregatedCapacity[id]; ok {
+				names := make([]string, 0, len(used))
+				for n := range used {
+					names = append(names, string(n))
+				}
+				sort.Strings(names)
+				for _, n := range names {
+					q := used[resourceapi.QualifiedName(n)]
+					fmt.Fprintf(h, "shared %s %s %s\n", d.Name, n, q.String())
+				}
+			}
+		}
+	}
+	return string(h.Sum(nil))
+}
+
+// namesUUID reports whether a claim's selectors mention a UUID attribute.
+func namesUUID(claim *resourceapi.ResourceClaim) bool {
+	for _, r := range claim.Spec.Devices.Requests {
+		var sels []resourceapi.DeviceSelector
+		if r.Exactly != nil {
+			sels = r.Exactly.Selectors
+		}
+		for _, sub := range r.FirstAvailable {
+			sels = append(sels, sub.Selectors...)
+		}
+		for _, sel := range sels {
+			if sel.CEL != nil && strings.Contains(strings.ToLower(sel.CEL.Expression), "uuid") {
+				return true
+			}
+		}
+	}
+	return false
 }

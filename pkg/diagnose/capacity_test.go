@@ -100,23 +100,47 @@ func TestCapacity(t *testing.T) {
 }
 
 // BenchmarkCapacity is `gpudra capacity --mig-profile 1g.10gb` over a fleet
-// of eight-H100 dynamic-MIG nodes (56 MIG devices a node to count).
+// of eight-H100 dynamic-MIG nodes (56 MIG devices a node to count): idle
+// nodes, which are alike and counted once, and the worst case, every node
+// different (memoization off).
 func BenchmarkCapacity(b *testing.B) {
-	for _, n := range []int{10, 100} {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			var nodes []simulatedNode
-			for i := range n {
-				nodes = append(nodes, simulatedNode{Node: fmt.Sprintf("node-%03d", i), Profile: "h100x8", DynamicMIG: true})
-			}
-			s := capacityFleet(b, nodes...)
-			mig := schedtest.Claim("probe", schedtest.Request("r", "mig.nvidia.com", 1, "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"))
-			b.ReportAllocs()
-			for b.Loop() {
-				caps, err := Capacity(context.Background(), s, mig, 10000)
-				if err != nil || len(caps) != n || caps[0].Count != 56 {
-					b.Fatalf("%v %+v", err, caps[:1])
+	for _, alike := range []bool{true, false} {
+		for _, n := range []int{10, 100, 500} {
+			b.Run(fmt.Sprintf("alike=%v/nodes=%d", alike, n), func(b *testing.B) {
+				var nodes []simulatedNode
+				for i := range n {
+					nodes = append(nodes, simulatedNode{Node: fmt.Sprintf("node-%03d", i), Profile: "h100x8", DynamicMIG: true})
 				}
-			}
-		})
+				s := capacityFleet(b, nodes...)
+				mig := schedtest.Claim("probe", schedtest.Request("r", "mig.nvidia.com", 1, "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"))
+				memoize = alike
+				defer func() { memoize = true }()
+				b.ReportAllocs()
+				for b.Loop() {
+					caps, err := Capacity(context.Background(), s, mig, 10000)
+					if err != nil || len(caps) != n || caps[0].Count != 56 || caps[n-1].Count != 56 {
+						b.Fatalf("%v %+v", err, caps[:1])
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestSelectorReads: a result may be kept per combination of values read
+// only when the expression reads nothing else of the device.
+func TestSelectorReads(t *testing.T) {
+	for expr, want := range map[string]bool{
+		"device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'":         true,
+		"device.attributes['gpu.nvidia.com']['profile'] == '1g.10gb' && device.allowMultipleAllocations": true,
+		"device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0":                      true,
+		"has(device.attributes['gpu.nvidia.com'].uuid)":                                                  true,
+		"device.attributes['gpu.nvidia.com'].exists(k, k == 'profile')":                                  false,
+		"size(device.attributes) > 1":                                                                    false,
+		"device.attributes[device.driver].type == 'gpu'":                                                 false,
+	} {
+		if _, got := selectorReads(expr); got != want {
+			t.Errorf("selectorReads(%q) complete = %v, want %v", expr, got, want)
+		}
 	}
 }

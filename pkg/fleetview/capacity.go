@@ -196,7 +196,7 @@ func (r *CapacityReport) WriteTable(w io.Writer, all bool) error {
 	if none > 0 {
 		fmt.Fprintf(w, "(%d of %d nodes take none; -o wide lists them)\n", none, len(r.Nodes))
 	}
-	_, err := fmt.Fprintf(w, "TOTAL: %s more %s fit now (%d nodes counted)\n", total, r.Request, len(r.Nodes))
+	_, err := fmt.Fprintf(w, "TOTAL: %s more %s fit now (%s counted)\n", total, r.Request, plural(len(r.Nodes), "node"))
 	return err
 }
 
