@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,6 +43,7 @@ func node(t testing.TB, s *diagnose.Snapshot, name, profile string, o resourcesl
 }
 
 func snapshot(t testing.TB) *diagnose.Snapshot {
+	t.Helper()
 	s := &diagnose.Snapshot{DriverName: driver}
 	for _, dc := range schedtest.ShippedDeviceClasses(t) {
 		s.DeviceClasses = append(s.DeviceClasses, *dc)
@@ -193,5 +195,32 @@ func TestReportRendering(t *testing.T) {
 	var back Report
 	if err := json.Unmarshal(out.Bytes(), &back); err != nil || len(back.GPUs) != 6 || back.Total != r.Total {
 		t.Errorf("JSON does not round-trip: %v", err)
+	}
+}
+
+// BenchmarkUsage is `gpudra usage`'s analysis and table over nodes of
+// eight dynamic-MIG H100s (216 devices a node), one claim each.
+func BenchmarkUsage(b *testing.B) {
+	for _, n := range []int{100, 500} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			s := snapshot(b)
+			for i := range n {
+				name := fmt.Sprintf("node-%03d", i)
+				c := schedtest.NewFromSlices(b, name, node(b, s, name, "h100x8", resourceslices.Options{DynamicMIG: true}))
+				claim := schedtest.Claim("c-"+name, schedtest.Request("mig", "mig.nvidia.com", 1))
+				claim.Status.Allocation = c.Allocate(claim)
+				s.Claims = append(s.Claims, *claim)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				r := NewReport(Usage(s, Filter{}))
+				if r.Total.GPUs != 8*n || r.Total.MIG != n {
+					b.Fatalf("totals %+v", r.Total)
+				}
+				if err := r.WriteTable(io.Discard, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
