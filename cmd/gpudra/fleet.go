@@ -80,8 +80,8 @@ holding it); MIG, drawn as the GPU's memory slices, one letter per MIG device
 and "." per free slice, with each device's profile and pods; shared
 (time-slicing or MPS, or one claim used by several pods); or memory fractions
 (used and total, each share's pods). Totals per model and per node follow.
-It reads ResourceSlices, ResourceClaims and DeviceClasses with three List
-calls.`,
+It reads ResourceSlices, ResourceClaims, DeviceTaintRules and DeviceClasses
+with a few List calls.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.output != "" && o.output != "wide" && o.output != "json" {

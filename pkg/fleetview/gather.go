@@ -8,15 +8,16 @@ import (
 	"fmt"
 	"strings"
 
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
 )
 
-// Gather reads what usage and capacity look at with three List calls
-// (ResourceSlices, ResourceClaims of all namespaces, DeviceClasses) and,
-// for a template, one Get. Pods are not listed: a claim's reservedFor
+// Gather reads what usage and capacity look at with a few List calls
+// (ResourceSlices, ResourceClaims of all namespaces, DeviceTaintRules,
+// DeviceClasses) and, for a template, one Get. Pods are not listed: a claim's reservedFor
 // names the pods that use it, which is what the scheduler goes by.
 func Gather(ctx context.Context, cs kubernetes.Interface, driverName, template string) (*diagnose.Snapshot, error) {
 	s := &diagnose.Snapshot{DriverName: driverName}
@@ -53,6 +54,13 @@ func Gather(ctx context.Context, cs kubernetes.Interface, driverName, template s
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceClaims of all namespaces (needed to tell free from allocated devices): %w", err)
 	}
+	// DeviceTaintRules taint devices without changing their slices; the
+	// scheduler applies them as if the slices carried the taints. A
+	// cluster without the API, or a user who may not list them, still
+	// gets an answer: without the rules' taints.
+	if rules, err := cs.ResourceV1().DeviceTaintRules().List(ctx, all); err == nil {
+		ApplyTaintRules(s.Slices, rules.Items)
+	}
 	classes, err := cs.ResourceV1().DeviceClasses().List(ctx, all)
 	if err != nil {
 		return nil, fmt.Errorf("list DeviceClasses: %w", err)
@@ -88,5 +96,29 @@ func paged(ctx context.Context, list func(metav1.ListOptions) (string, error)) e
 			return err
 		}
 		opts.Continue = next
+	}
+}
+
+// ApplyTaintRules adds each rule's taint to the devices its selector
+// matches (driver, pool, device; an empty field matches all), as the
+// scheduler sees them. It changes slices in place.
+func ApplyTaintRules(slices []resourceapi.ResourceSlice, rules []resourceapi.DeviceTaintRule) {
+	is := func(want *string, got string) bool { return want == nil || *want == got }
+	for _, r := range rules {
+		sel := r.Spec.DeviceSelector
+		if sel == nil {
+			sel = &resourceapi.DeviceTaintSelector{}
+		}
+		for i := range slices {
+			sl := &slices[i]
+			if !is(sel.Driver, sl.Spec.Driver) || !is(sel.Pool, sl.Spec.Pool.Name) {
+				continue
+			}
+			for j := range sl.Spec.Devices {
+				if d := &sl.Spec.Devices[j]; is(sel.Device, d.Name) {
+					d.Taints = append(d.Taints, r.Spec.Taint)
+				}
+			}
+		}
 	}
 }
