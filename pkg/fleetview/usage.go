@@ -99,17 +99,27 @@ type devRef struct {
 func Usage(s *diagnose.Snapshot, f Filter) []GPU {
 	gpus := map[string]*GPU{}
 	refs := map[string]*devRef{} // driver/pool/device
-	for _, sl := range currentSlices(s) {
-		node := ""
-		if sl.Spec.NodeName != nil {
-			node = *sl.Spec.NodeName
+	slices := currentSlices(s)
+	// A MIG device's GPU is its parentUUID; should that attribute be
+	// missing, the parent's minor in the device's name finds the GPU by
+	// its own device's name ("gpu-<minor>", or its monitor's).
+	uuidByName := map[string]string{} // node/gpu-<minor> -> uuid
+	for _, sl := range slices {
+		for j := range sl.Spec.Devices {
+			d := &sl.Spec.Devices[j]
+			if uuid := attrString(s.DriverName, d, resourceslices.AttrUUID); uuid != "" {
+				uuidByName[nodeOf(sl)+"/"+strings.TrimSuffix(d.Name, "-monitor")] = uuid
+			}
 		}
+	}
+	for _, sl := range slices {
+		node := nodeOf(sl)
 		if f.Node != "" && node != f.Node {
 			continue
 		}
 		for j := range sl.Spec.Devices {
 			d := &sl.Spec.Devices[j]
-			r := describe(s.DriverName, node, d)
+			r := describe(s.DriverName, node, d, uuidByName)
 			if r == nil {
 				continue
 			}
@@ -211,7 +221,7 @@ func Usage(s *diagnose.Snapshot, f Filter) []GPU {
 // its type, and for MIG devices their placement. Only the attributes that
 // stay published (type, uuid, parentUUID, profile, placement) are read;
 // a MIG device's profile falls back to its name.
-func describe(driver, node string, d *resourceapi.Device) *devRef {
+func describe(driver, node string, d *resourceapi.Device, uuidByName map[string]string) *devRef {
 	typ := attrString(driver, d, resourceslices.AttrType)
 	r := &devRef{typ: typ, taints: d.Taints}
 	switch typ {
@@ -232,7 +242,10 @@ func describe(driver, node string, d *resourceapi.Device) *devRef {
 			if !ok {
 				return nil
 			}
-			parent = fmt.Sprintf("minor-%d", minor)
+			parent = uuidByName[node+"/"+resourceslices.GPUDeviceName(minor)]
+			if parent == "" {
+				parent = fmt.Sprintf("minor-%d", minor)
+			}
 		}
 		r.gpu = node + "/" + parent
 		r.profile = attrString(driver, d, resourceslices.AttrProfile)
@@ -305,6 +318,13 @@ func currentSlices(s *diagnose.Snapshot) []*resourceapi.ResourceSlice {
 		}
 	}
 	return out
+}
+
+func nodeOf(sl *resourceapi.ResourceSlice) string {
+	if sl.Spec.NodeName != nil {
+		return *sl.Spec.NodeName
+	}
+	return ""
 }
 
 func attrString(driver string, d *resourceapi.Device, name string) string {

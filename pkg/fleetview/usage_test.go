@@ -224,3 +224,18 @@ func BenchmarkUsage(b *testing.B) {
 		})
 	}
 }
+
+// TestUsageWithoutParentUUID: should MIG devices stop publishing
+// parentUUID, the device name's minor still finds their GPU.
+func TestUsageWithoutParentUUID(t *testing.T) {
+	s := demoFleet(t)
+	for i := range s.Slices {
+		for j := range s.Slices[i].Spec.Devices {
+			delete(s.Slices[i].Spec.Devices[j].Attributes, resourceslices.AttrParentUUID)
+		}
+	}
+	gpus := Usage(s, Filter{})
+	if u := byUse(gpus); len(gpus) != 6 || len(u[MIG]) != 1 || len(u[MIG][0].Holders) != 2 || u[MIG][0].Model == "" {
+		t.Errorf("without parentUUID: %d GPUs, MIG ones %+v", len(gpus), u[MIG])
+	}
+}
