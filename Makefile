@@ -19,9 +19,11 @@ help: ## Show targets
 # plugin installs it on the host and names it in CDI specs.
 NVIDIA_CDI_HOOK := github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook
 
-build: ## Build the plugin, the admission webhook, the gpudra CLI, the static nvidia-smi stand-in and nvidia-cdi-hook into bin/
+build: ## Build the plugin, the admission webhook, the gpudra CLI (and its kubectl plugin name kubectl-gpu), the static nvidia-smi stand-in and nvidia-cdi-hook into bin/
 	$(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/gpu-kubelet-plugin ./cmd/gpu-kubelet-plugin
 	$(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/gpudra ./cmd/gpudra
+	# The kubectl plugin `kubectl gpu` is gpudra under the name kubectl-gpu.
+	ln -sf gpudra $(BIN_DIR)/kubectl-gpu
 	$(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/gpu-dra-webhook ./cmd/gpu-dra-webhook
 	CGO_ENABLED=0 $(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/nvidia-smi-sim ./cmd/nvidia-smi-sim
 	GOBIN=$(abspath $(BIN_DIR)) $(GO) install -trimpath -ldflags "-s -w" $(NVIDIA_CDI_HOOK)@$$($(GO) list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)

@@ -11,6 +11,7 @@
 # scheduler's Unschedulable to the explainer's Event, the webhook's CPU
 # seconds and its RSS (idle after its caches synced, after the case, VmHWM),
 # and `gpudra diagnose pod` on the same pod (wall and max RSS, median of 3).
+# Also times `gpudra usage` and `gpudra capacity` on each fleet (docs/fleet.md).
 # Run time on 2 cores: 2.7 min for the default 100,500 (builds ~20 s, each
 # size ~50 s of fixed waits, creating 500 nodes' slices ~30 s).
 # Usage: hack/bench-explain.sh [benchscale flags...]

@@ -133,16 +133,7 @@ func (o *diagnoseOptions) snapshot(ctx context.Context, t diagnose.Target) (*dia
 		}
 		return snap, nil
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.kubeconfig != "" {
-		rules.ExplicitPath = o.kubeconfig
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	cfg.Timeout = o.timeout
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := clientFor(o.kubeconfig, o.context, o.timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -162,4 +153,22 @@ func (o *diagnoseOptions) snapshot(ctx context.Context, t diagnose.Target) (*dia
 		}
 	}
 	return snap, nil
+}
+
+// clientFor connects as kubectl would: --kubeconfig, else $KUBECONFIG,
+// else ~/.kube/config, and the --context given.
+func clientFor(kubeconfig, context string, timeout time.Duration) (kubernetes.Interface, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.Timeout = timeout
+	// Protobuf: a 500-node fleet's slices decode in less time and memory.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return kubernetes.NewForConfig(cfg)
 }

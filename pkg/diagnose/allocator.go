@@ -52,31 +52,19 @@ func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
 // each node the pod may use, with every other claim's allocation in place,
 // and returns the first node where it fits ("" when none).
 func (c *cluster) allocate(claim *resourceapi.ResourceClaim, nodes []*corev1.Node) (string, error) {
-	state := structured.AllocatedState{
-		AllocatedDevices:         sets.New[structured.DeviceID](),
-		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
-		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
-	}
+	state := newAllocatedState()
 	for i := range c.snap.Claims {
 		other := &c.snap.Claims[i]
 		if other.Status.Allocation == nil || other.UID == claim.UID && claim.UID != "" {
 			continue
 		}
-		for _, d := range other.Status.Allocation.Devices.Results {
-			id := structured.MakeDeviceID(d.Driver, d.Pool, d.Device)
-			if d.ShareID != nil {
-				state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, d.ShareID))
-				state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, d.ConsumedCapacity))
-			} else {
-				state.AllocatedDevices.Insert(id)
-			}
-		}
+		state.book(other.Status.Allocation, nil)
 	}
 	slices := make([]*resourceapi.ResourceSlice, 0, len(c.snap.Slices))
 	for i := range c.snap.Slices {
 		slices = append(slices, &c.snap.Slices[i])
 	}
-	alloc, err := structured.NewAllocator(context.Background(), schedulerFeatures, state, classLister{c.snap}, slices, celCache)
+	alloc, err := structured.NewAllocator(context.Background(), schedulerFeatures, structured.AllocatedState(state), classLister{c.snap}, slices, celCache)
 	if err != nil {
 		return "", err
 	}
@@ -155,4 +143,33 @@ func (c *cluster) constraintProblem(claim *resourceapi.ResourceClaim, nodes []*c
 		}
 	}
 	return ""
+}
+
+// allocatedState is what the scheduler books for allocated claims.
+type allocatedState structured.AllocatedState
+
+func newAllocatedState() allocatedState {
+	return allocatedState{
+		AllocatedDevices:         sets.New[structured.DeviceID](),
+		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
+		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
+	}
+}
+
+// book adds an allocation's devices, those of pools keep admits (all when
+// keep is nil): a share of a shareable device by its share ID and the
+// capacity it consumed, any other device as taken.
+func (s allocatedState) book(a *resourceapi.AllocationResult, keep func(driver, pool string) bool) {
+	for _, d := range a.Devices.Results {
+		if keep != nil && !keep(d.Driver, d.Pool) {
+			continue
+		}
+		id := structured.MakeDeviceID(d.Driver, d.Pool, d.Device)
+		if d.ShareID != nil {
+			s.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, d.ShareID))
+			s.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, d.ConsumedCapacity))
+		} else {
+			s.AllocatedDevices.Insert(id)
+		}
+	}
 }

@@ -5,6 +5,7 @@ package resourceslices
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -38,6 +39,31 @@ const (
 func MigDeviceName(parentMinor int, profile string, start uint32) string {
 	clean := strings.NewReplacer(".", "", "+", "").Replace(profile)
 	return fmt.Sprintf("gpu-%d-mig-%s-%d", parentMinor, clean, start)
+}
+
+// ParseMigDeviceName is MigDeviceName's inverse for readers of published
+// slices (gpudra usage): the parent's minor, the profile as the name spells
+// it (without "." and "+": "1g10gb"; read the profile attribute for the
+// real one) and the placement start. ok is false for other device names.
+func ParseMigDeviceName(name string) (parentMinor int, profile string, start uint32, ok bool) {
+	rest, found := strings.CutPrefix(name, "gpu-")
+	if !found {
+		return 0, "", 0, false
+	}
+	minor, rest, found := strings.Cut(rest, "-mig-")
+	if !found {
+		return 0, "", 0, false
+	}
+	i := strings.LastIndex(rest, "-")
+	if i <= 0 {
+		return 0, "", 0, false
+	}
+	m, err1 := strconv.Atoi(minor)
+	s, err2 := strconv.ParseUint(rest[i+1:], 10, 32)
+	if err1 != nil || err2 != nil || m < 0 {
+		return 0, "", 0, false
+	}
+	return m, rest[:i], uint32(s), true
 }
 
 // counterSetName is the counter set of one GPU's partitionable resources.
