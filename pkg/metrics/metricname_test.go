@@ -20,6 +20,9 @@ func TestMetricNamesAreRegistered(t *testing.T) {
 	m.ObservePreparedDevices(func() int { return 0 })
 	m.ObserveUnrestoredClaims(func() int { return 0 })
 	m.ObserveRegistration(func() bool { return true })
+	m.ObserveAllocation(func() []GPUAllocation {
+		return []GPUAllocation{{GPU: "0", UUID: "GPU-0", Model: "NVIDIA H100", State: metricname.StateFree, MigSlices: 8}}
+	})
 	// Vectors show up once they have a child.
 	m.Errors.WithLabelValues(metricname.OperationPrepare).Inc()
 	m.DeviceHealthy.WithLabelValues("gpu-0", "GPU-0").Set(1)
@@ -34,11 +37,7 @@ func TestMetricNamesAreRegistered(t *testing.T) {
 			exported = append(exported, f.GetName())
 		}
 	}
-	named := []string{
-		metricname.PrepareDuration, metricname.UnprepareDuration, metricname.Errors, metricname.DeviceHealthy,
-		metricname.XIDEvents, metricname.DiscoveryFailedGPUs, metricname.PreparedDevices, metricname.UnrestoredClaims,
-		metricname.KubeletRegistered,
-	}
+	named := slices.Clone(metricname.All)
 	slices.Sort(exported)
 	slices.Sort(named)
 	if !slices.Equal(exported, named) {
