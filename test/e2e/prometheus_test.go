@@ -1,0 +1,336 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const promNS = "gpu-prom"
+
+// promSample is one series of an instant query's answer.
+type promSample struct {
+	Metric map[string]string
+	Value  float64
+}
+
+// promServer is Debian's Prometheus (hack/prometheus.sh) on this host,
+// scraping the plugin's /metrics on the host network, with the chart's
+// alert rules loaded.
+type promServer struct{ base string }
+
+func startPrometheus(t *testing.T, node string) *promServer {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(repoRoot, "hack", "prometheus.sh")).Output()
+	if err != nil {
+		t.Fatalf("hack/prometheus.sh: %v", err)
+	}
+	bin := strings.TrimSpace(string(out))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	dir := t.TempDir()
+	rules, _ := filepath.Abs(filepath.Join(repoRoot, "deployments", "helm", "gpu-dra-driver", "files", "prometheus-rules.yaml"))
+	// The chart's PodMonitor sets the node label from the pod's node; a
+	// static target sets it here. The plugin runs on the host network
+	// (hack/cluster/deploy.sh) and serves on the chart's metricsPort.
+	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: [%q]
+scrape_configs:
+- job_name: gpu-dra-driver
+  static_configs: [{targets: ["127.0.0.1:9402"], labels: {node: %q}}]
+`, rules, node)
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(bin, "prometheus"), "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			log, _ := os.ReadFile(logFile.Name())
+			t.Logf("prometheus log:\n%s", log)
+		}
+	})
+	p := &promServer{base: "http://" + addr}
+	waitFor(t, "Prometheus to scrape the plugin", 60*time.Second, func() (bool, string) {
+		s, err := p.query(`up{job="gpu-dra-driver"}`)
+		return err == nil && len(s) == 1 && s[0].Value == 1, fmt.Sprint(s, err)
+	})
+	return p
+}
+
+// query runs an instant query through Prometheus's HTTP API.
+func (p *promServer) query(q string) ([]promSample, error) {
+	resp, err := http.Get(p.base + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status, Error string
+		Data          struct {
+			Result []struct {
+				Metric map[string]string
+				Value  [2]any
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, err
+	}
+	if body.Status != "success" {
+		return nil, fmt.Errorf("query %s: %s", q, body.Error)
+	}
+	var out []promSample
+	for _, r := range body.Data.Result {
+		s, _ := r.Value[1].(string)
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("query %s: value %v", q, r.Value)
+		}
+		out = append(out, promSample{Metric: r.Metric, Value: v})
+	}
+	return out, nil
+}
+
+// waitValue waits until query q has a series with a value above zero.
+func (p *promServer) waitPositive(t *testing.T, q string) {
+	t.Helper()
+	waitFor(t, q+" > 0", 90*time.Second, func() (bool, string) {
+		s, err := p.query(q)
+		for _, x := range s {
+			if x.Value > 0 {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(s, err)
+	})
+}
+
+// dashboardQueries are the chart's dashboard panels' queries by panel
+// title, with the node variable set to every node.
+func dashboardQueries(t *testing.T) map[string][]string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "deployments", "helm", "gpu-dra-driver", "files", "grafana-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, panel := range d.Panels {
+		for _, target := range panel.Targets {
+			out[panel.Title] = append(out[panel.Title], strings.ReplaceAll(target.Expr, "$node", ".*"))
+		}
+	}
+	return out
+}
+
+// byLabel sums the samples by one label's value.
+func byLabel(s []promSample, label string) map[string]float64 {
+	out := map[string]float64{}
+	for _, x := range s {
+		out[x.Metric[label]] += x.Value
+	}
+	return out
+}
+
+// TestPrometheus: a real Prometheus scrapes the plugin while pods hold a
+// whole GPU, two MIG devices, a time-sliced GPU and a memory share (and a
+// pod's prepare fails, and an application XID arrives); every query of the
+// chart's dashboard then returns the series it should, and the chart's
+// alert rules load and evaluate.
+func TestPrometheus(t *testing.T) {
+	plugins := pluginPodList(t)
+	if len(plugins) != 1 {
+		t.Fatalf("%d plugin pods, want 1", len(plugins))
+	}
+	node := plugins[0].Spec.NodeName
+	prom := startPrometheus(t, node)
+	testNamespace(t, promNS)
+
+	pods := []string{"whole", "mig-pair", "time-sliced", "fraction"}
+	applyYAML(t, workloadSpecs(promNS, pods...)+"---\n"+claimPod("brief", promNS, "whole", "", map[string]string{"ctr": ""}))
+	waitRunningIn(t, promNS, append(pods, "brief")...)
+	// An unprepare for the unprepare latency.
+	kubectlIn(promNS, "delete", "pod", "brief", "--wait=true")
+	// A prepare that fails: the admission webhook would refuse the
+	// template at once (TestWebhook), so it is stopped meanwhile.
+	restoreWebhook := stopWebhook(t)
+	applyYAML(t, badConfigTemplate(promNS)+"---\n"+claimPod("bad-config", promNS, "bad-config", "", map[string]string{"ctr": ""}))
+	// An application XID: counted, changes no device's health.
+	_, uuid, _ := gpuOfIn(t, promNS, "whole", "ctr")
+	injectFault(t, uuid, "13")
+	t.Cleanup(func() { injectFault(t, uuid, "") })
+
+	prom.waitPositive(t, `gpu_dra_unprepare_duration_seconds_count`)
+	prom.waitPositive(t, `gpu_dra_errors_total{operation="prepare"}`)
+	restoreWebhook()
+	prom.waitPositive(t, `gpu_dra_xid_events_total{xid="13"}`)
+	prom.waitPositive(t, `gpu_dra_gpu_prepared_claims{mode="fraction"}`)
+
+	queries := dashboardQueries(t)
+	results := map[string][][]promSample{}
+	for title, qs := range queries {
+		for _, q := range qs {
+			s, err := prom.query(q)
+			if err != nil {
+				t.Errorf("panel %q: %v", title, err)
+				continue
+			}
+			if len(s) == 0 {
+				t.Errorf("panel %q: query %s returned no series", title, q)
+			}
+			for _, x := range s {
+				if x.Metric["node"] != node {
+					t.Errorf("panel %q: series %v lacks node %s", title, x.Metric, node)
+				}
+			}
+			t.Logf("panel %q: %s -> %s", title, q, describe(s))
+			results[title] = append(results[title], s)
+		}
+	}
+	first := func(title string) []promSample {
+		if r := results[title]; len(r) > 0 {
+			return r[0]
+		}
+		return nil
+	}
+	states := byLabel(first("GPUs by state per node"), "state")
+	var gpus float64
+	for _, v := range states {
+		gpus += v
+	}
+	if gpus != 8 || states["whole"] < 1 || states["mig"] < 1 || states["shared"] < 1 || states["fraction"] < 1 {
+		t.Errorf("GPUs by state %v: want 8 GPUs, at least one whole, mig, shared and fraction", states)
+	}
+	modes := byLabel(first("Prepared claims by mode"), "mode")
+	if modes["whole"] < 1 || modes["mig"] < 1 || modes["time-slicing"] < 1 || modes["fraction"] < 1 {
+		t.Errorf("claims by mode %v", modes)
+	}
+	if inUse := byLabel(first("MIG slices in use"), "gpu"); !hasValue(inUse, 5) {
+		t.Errorf("MIG slices in use %v: want a GPU with 5 (1g.10gb + 3g.40gb)", inUse)
+	}
+	if m := first("GPU memory allocated"); len(m) != 1 || m[0].Value <= 0 || m[0].Value >= 1 {
+		t.Errorf("memory allocated %v: want a share between 0 and 1", m)
+	}
+	for _, title := range []string{"Prepare latency", "Unprepare latency"} {
+		for _, s := range results[title] {
+			if len(s) != 1 || math.IsNaN(s[0].Value) || s[0].Value <= 0 {
+				t.Errorf("%s %v: want a duration", title, s)
+			}
+		}
+	}
+	if e := byLabel(first("Errors"), "operation"); e["prepare"] <= 0 {
+		t.Errorf("errors %v: want prepare errors", e)
+	}
+	if x := byLabel(first("XID events"), "xid"); x["13"] <= 0 {
+		t.Errorf("XID events %v: want XID 13", x)
+	}
+	for title, want := range map[string]float64{"Unhealthy devices": 0, "Unrestored claims": 0, "Plugin registered": 1} {
+		if s := first(title); len(s) != 1 || s[0].Value != want {
+			t.Errorf("%s %v, want %v", title, s, want)
+		}
+	}
+	checkRulesLoaded(t, prom)
+}
+
+func hasValue(m map[string]float64, v float64) bool {
+	for _, x := range m {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func describe(s []promSample) string {
+	parts := make([]string, 0, len(s))
+	for _, x := range s {
+		var labels []string
+		for _, k := range []string{"state", "mode", "gpu", "operation", "xid"} {
+			if v, ok := x.Metric[k]; ok {
+				labels = append(labels, k+"="+v)
+			}
+		}
+		parts = append(parts, fmt.Sprintf("{%s} %g", strings.Join(labels, ","), x.Value))
+	}
+	return strings.Join(parts, " ")
+}
+
+// checkRulesLoaded: the chart's four alert rules evaluate without error
+// against the plugin's real series, and none that the healthy cluster
+// should not raise fires.
+func checkRulesLoaded(t *testing.T, prom *promServer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, prom.base+"/api/v1/rules?type=alert", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Groups []struct {
+				Rules []struct{ Name, Health, State, LastError string }
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range body.Data.Groups {
+		for _, r := range g.Rules {
+			n++
+			t.Logf("alert %s: health %s, state %s", r.Name, r.Health, r.State)
+			if r.Health == "err" {
+				t.Errorf("alert %s: %s", r.Name, r.LastError)
+			}
+			if r.State == "firing" && r.Name != "GPUDRAPrepareErrors" {
+				t.Errorf("alert %s fires on a healthy cluster", r.Name)
+			}
+		}
+	}
+	if n != 4 {
+		t.Errorf("%d alert rules loaded, want 4", n)
+	}
+}
