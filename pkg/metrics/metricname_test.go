@@ -44,3 +44,29 @@ func TestMetricNamesAreRegistered(t *testing.T) {
 		t.Errorf("exported %v, named in metricname %v", exported, named)
 	}
 }
+
+// TestErrorsStartAtZero: each operation's error counter is exported at 0
+// before the first error, so that rate() in the dashboard and the alert
+// rules counts the first one.
+func TestErrorsStartAtZero(t *testing.T) {
+	fams, err := New().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for _, f := range fams {
+		if f.GetName() != metricname.Errors {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetCounter().GetValue() != 0 {
+				t.Errorf("%v starts at %v", m.GetLabel(), m.GetCounter().GetValue())
+			}
+			ops = append(ops, m.GetLabel()[0].GetValue())
+		}
+	}
+	slices.Sort(ops)
+	if want := []string{metricname.OperationBackground, metricname.OperationPrepare, metricname.OperationRecovery, metricname.OperationUnprepare}; !slices.Equal(ops, want) {
+		t.Errorf("error counters %v, want %v", ops, want)
+	}
+}
