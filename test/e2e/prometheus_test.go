@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -192,7 +193,8 @@ func TestPrometheus(t *testing.T) {
 	kubectlIn(promNS, "delete", "pod", "brief", "--wait=true")
 	// A prepare that fails: the admission webhook would refuse the
 	// template at once (TestWebhook), so it is stopped meanwhile.
-	restoreWebhook := stopWebhook(t)
+	restoreOnce := sync.OnceFunc(stopWebhook(t))
+	t.Cleanup(restoreOnce) // also when a wait below fails
 	applyYAML(t, badConfigTemplate(promNS)+"---\n"+claimPod("bad-config", promNS, "bad-config", "", map[string]string{"ctr": ""}))
 	// An application XID: counted, changes no device's health.
 	_, uuid, _ := gpuOfIn(t, promNS, "whole", "ctr")
@@ -201,7 +203,7 @@ func TestPrometheus(t *testing.T) {
 
 	prom.waitPositive(t, `gpu_dra_unprepare_duration_seconds_count`)
 	prom.waitPositive(t, `gpu_dra_errors_total{operation="prepare"}`)
-	restoreWebhook()
+	restoreOnce()
 	prom.waitPositive(t, `gpu_dra_xid_events_total{xid="13"}`)
 	prom.waitPositive(t, `gpu_dra_gpu_prepared_claims{mode="fraction"}`)
 
