@@ -9,7 +9,10 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics/metricname"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
 // scrape gathers the node's metrics as the /metrics endpoint would.
@@ -160,4 +163,33 @@ func TestAllocationMetricsOfMemoryShares(t *testing.T) {
 		metricname.GPUPreparedClaims + " mode=fraction": 1, metricname.GPUMemoryAllocatedBytes: 30 * gib,
 	})
 	n.unprepare(b)
+}
+
+// TestGPUAllocationFromRecords: what counts, read from records directly:
+// MPS on a whole GPU is shared and holds all its memory; a half-done
+// prepare, an admin-access device and a GPU no longer present count for
+// nothing.
+func TestGPUAllocationFromRecords(t *testing.T) {
+	inv := &nvdev.Inventory{GPUs: []*nvdev.GPU{
+		{Minor: 0, UUID: "GPU-0", ProductName: "H", MemoryBytes: 80 << 30},
+		{Minor: 1, UUID: "GPU-1", ProductName: "H", MemoryBytes: 80 << 30},
+	}}
+	mps := &checkpoint.SharingRecord{Strategy: configapi.MpsStrategy, Target: "GPU-0"}
+	records := []checkpoint.PreparedClaim{
+		{UID: "a", State: checkpoint.PrepareCompleted, Devices: []checkpoint.PreparedDevice{{Device: "gpu-0", UUID: "GPU-0", Sharing: mps}}},
+		{UID: "b", State: checkpoint.RestorePending, Devices: []checkpoint.PreparedDevice{{Device: "gpu-0", UUID: "GPU-0", Sharing: mps}}},
+		{UID: "c", State: checkpoint.PrepareStarted, Devices: []checkpoint.PreparedDevice{{Device: "gpu-1", UUID: "GPU-1"}}},
+		{UID: "d", State: checkpoint.PrepareCompleted, Devices: []checkpoint.PreparedDevice{
+			{Device: "gpu-1", UUID: "GPU-1", AdminAccess: true}, {Device: "gpu-9", UUID: "GPU-9"}}},
+	}
+	got := gpuAllocation(inv, records)
+	if len(got) != 2 {
+		t.Fatalf("%d GPUs", len(got))
+	}
+	if g := got[0]; g.State != metricname.StateShared || g.Claims[metricname.ModeMPS] != 2 || g.MemoryAllocatedBytes != 80<<30 || g.MigSlices != 0 {
+		t.Errorf("GPU 0 under MPS: %+v", g)
+	}
+	if g := got[1]; g.State != metricname.StateFree || len(g.Claims) != 0 || g.MemoryAllocatedBytes != 0 {
+		t.Errorf("GPU 1 with a half-done prepare and an admin-access claim: %+v", g)
+	}
 }
