@@ -67,8 +67,12 @@ func TestChartMonitoringOffByDefault(t *testing.T) {
 }
 
 // TestChartPodMonitorScrapesThePlugin: the PodMonitor selects the plugin's
-// pods, in its namespace, on the named port the container declares, and
-// labels series with the node (what the dashboard and rules group by).
+// pods, in its namespace, keeps the plugin container, scrapes the pod's IP
+// on the metrics port (the container declares no port: on the host network
+// it would be a hostPort that keeps a rolling update's surge pod from
+// being scheduled), and labels series with the node (what the dashboard
+// and rules group by). test/e2e TestPrometheus scrapes with these
+// relabelings for real.
 func TestChartPodMonitorScrapesThePlugin(t *testing.T) {
 	set := append(slices.Clone(allMonitoring), "kubeletPlugin.metricsPort=9555", "metrics.podMonitor.labels.release=kps")
 	pms := docsOfKind(t, "PodMonitor", set...)
@@ -76,6 +80,10 @@ func TestChartPodMonitorScrapesThePlugin(t *testing.T) {
 		t.Fatalf("%d PodMonitors", len(pms))
 	}
 	raw, _ := json.Marshal(pms[0])
+	type relabel struct {
+		SourceLabels                            []string
+		Regex, Replacement, TargetLabel, Action string
+	}
 	var pm struct {
 		Metadata struct {
 			Namespace string
@@ -86,10 +94,7 @@ func TestChartPodMonitorScrapesThePlugin(t *testing.T) {
 			NamespaceSelector   struct{ MatchNames []string }
 			PodMetricsEndpoints []struct {
 				Port, Path, Interval string
-				Relabelings          []struct {
-					SourceLabels []string
-					TargetLabel  string
-				}
+				Relabelings          []relabel
 			}
 		}
 	}
@@ -112,20 +117,25 @@ func TestChartPodMonitorScrapesThePlugin(t *testing.T) {
 		t.Fatalf("endpoints %+v", pm.Spec.PodMetricsEndpoints)
 	}
 	ep := pm.Spec.PodMetricsEndpoints[0]
-	var port int32
-	for _, p := range plugin(t, ds).Ports {
-		if p.Name == ep.Port {
-			port = p.ContainerPort
-		}
-	}
-	if port != 9555 || ep.Path != "/metrics" || ep.Interval != "30s" {
-		t.Errorf("endpoint %+v scrapes container port %d, want the metrics port 9555", ep, port)
+	if ep.Port != "" || ep.Path != "/metrics" || ep.Interval != "30s" {
+		t.Errorf("endpoint %+v", ep)
 	}
 	if v, _ := flag(plugin(t, ds), "--http-endpoint"); v != ":9555" {
 		t.Errorf("plugin serves metrics on %q", v)
 	}
-	if len(ep.Relabelings) != 1 || !slices.Equal(ep.Relabelings[0].SourceLabels, []string{"__meta_kubernetes_pod_node_name"}) || ep.Relabelings[0].TargetLabel != "node" {
-		t.Errorf("relabelings %+v, want the node label from the pod's node", ep.Relabelings)
+	for _, hostNetwork := range []string{"true", "false"} {
+		if ports := plugin(t, render(t, append(set, "kubeletPlugin.hostNetwork="+hostNetwork)...)).Ports; len(ports) != 0 {
+			t.Errorf("hostNetwork %s: plugin container declares ports %+v", hostNetwork, ports)
+		}
+	}
+	want := []relabel{
+		{SourceLabels: []string{"__meta_kubernetes_pod_container_name"}, Regex: "plugin", Action: "keep"},
+		{SourceLabels: []string{"__meta_kubernetes_pod_ip"}, Regex: "([0-9.]+)", Replacement: "${1}:9555", TargetLabel: "__address__"},
+		{SourceLabels: []string{"__meta_kubernetes_pod_ip"}, Regex: "(.*:.*)", Replacement: "[${1}]:9555", TargetLabel: "__address__"},
+		{SourceLabels: []string{"__meta_kubernetes_pod_node_name"}, TargetLabel: "node"},
+	}
+	if !reflect.DeepEqual(ep.Relabelings, want) {
+		t.Errorf("relabelings %+v, want %+v", ep.Relabelings, want)
 	}
 }
 

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 const promNS = "gpu-prom"
@@ -32,11 +34,11 @@ type promSample struct {
 }
 
 // promServer is Debian's Prometheus (hack/prometheus.sh) on this host,
-// scraping the plugin's /metrics on the host network, with the chart's
-// alert rules loaded.
+// scraping the plugin's /metrics (the plugin runs on the host network,
+// hack/cluster/deploy.sh), with the chart's alert rules loaded.
 type promServer struct{ base string }
 
-func startPrometheus(t *testing.T, node string) *promServer {
+func startPrometheus(t *testing.T) *promServer {
 	t.Helper()
 	out, err := exec.Command(filepath.Join(repoRoot, "hack", "prometheus.sh")).Output()
 	if err != nil {
@@ -51,16 +53,29 @@ func startPrometheus(t *testing.T, node string) *promServer {
 	_ = l.Close()
 	dir := t.TempDir()
 	rules, _ := filepath.Abs(filepath.Join(repoRoot, "deployments", "helm", "gpu-dra-driver", "files", "prometheus-rules.yaml"))
-	// The chart's PodMonitor sets the node label from the pod's node; a
-	// static target sets it here. The plugin runs on the host network
-	// (hack/cluster/deploy.sh) and serves on the chart's metricsPort.
-	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
-rule_files: [%q]
-scrape_configs:
-- job_name: gpu-dra-driver
-  static_configs: [{targets: ["127.0.0.1:9402"], labels: {node: %q}}]
-`, rules, node)
-	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
+	kubeconfigPath, _ := filepath.Abs(kubeconfig)
+	// Kubernetes pod discovery of the plugin's pods, relabelled as the
+	// chart's PodMonitor says (the Prometheus Operator would generate the
+	// same from it): the target address, the container and the node label
+	// come from the chart, not from this test.
+	cfg := map[string]any{
+		"global":     map[string]any{"scrape_interval": "1s", "evaluation_interval": "1s"},
+		"rule_files": []string{rules},
+		"scrape_configs": []any{map[string]any{
+			"job_name": "gpu-dra-driver",
+			"kubernetes_sd_configs": []any{map[string]any{
+				"role": "pod", "kubeconfig_file": kubeconfigPath,
+				"namespaces": map[string]any{"names": []string{driverNS}},
+				"selectors":  []any{map[string]any{"role": "pod", "label": pluginLabel}},
+			}},
+			"relabel_configs": podMonitorRelabelings(t),
+		}},
+	}
+	raw, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	logFile, err := os.Create(filepath.Join(dir, "prometheus.log"))
@@ -87,6 +102,41 @@ scrape_configs:
 		return err == nil && len(s) == 1 && s[0].Value == 1, fmt.Sprint(s, err)
 	})
 	return p
+}
+
+// podMonitorRelabelings renders the chart's PodMonitor and returns its
+// relabelings as Prometheus relabel_configs.
+func podMonitorRelabelings(t *testing.T) []map[string]any {
+	t.Helper()
+	out, err := exec.Command("helm", "template", "gpu-dra-driver", filepath.Join(repoRoot, "deployments", "helm", "gpu-dra-driver"),
+		"--namespace", driverNS, "--set", "metrics.podMonitor.enabled=true", "--show-only", "templates/podmonitor.yaml").Output()
+	if err != nil {
+		t.Fatalf("helm template the PodMonitor: %v", err)
+	}
+	var pm struct {
+		Spec struct {
+			PodMetricsEndpoints []struct {
+				Path        string
+				Relabelings []map[string]any
+			}
+		}
+	}
+	if err := yaml.Unmarshal(out, &pm); err != nil || len(pm.Spec.PodMetricsEndpoints) != 1 || pm.Spec.PodMetricsEndpoints[0].Path != "/metrics" {
+		t.Fatalf("PodMonitor %+v: %v\n%s", pm, err, out)
+	}
+	rename := map[string]string{"sourceLabels": "source_labels", "targetLabel": "target_label"}
+	var relabel []map[string]any
+	for _, r := range pm.Spec.PodMetricsEndpoints[0].Relabelings {
+		c := map[string]any{}
+		for k, v := range r {
+			if n, ok := rename[k]; ok {
+				k = n
+			}
+			c[k] = v
+		}
+		relabel = append(relabel, c)
+	}
+	return relabel
 }
 
 // query runs an instant query through Prometheus's HTTP API.
@@ -183,7 +233,7 @@ func TestPrometheus(t *testing.T) {
 		t.Fatalf("%d plugin pods, want 1", len(plugins))
 	}
 	node := plugins[0].Spec.NodeName
-	prom := startPrometheus(t, node)
+	prom := startPrometheus(t)
 	testNamespace(t, promNS)
 
 	pods := []string{"whole", "mig-pair", "time-sliced", "fraction"}
