@@ -109,9 +109,13 @@ func startPrometheus(t *testing.T) *promServer {
 func podMonitorRelabelings(t *testing.T) []map[string]any {
 	t.Helper()
 	out, err := exec.Command("helm", "template", "gpu-dra-driver", filepath.Join(repoRoot, "deployments", "helm", "gpu-dra-driver"),
-		"--namespace", driverNS, "--set", "metrics.podMonitor.enabled=true", "--show-only", "templates/podmonitor.yaml").Output()
+		"--namespace", driverNS, "--kube-version", "v1.37.2", "--set", "metrics.podMonitor.enabled=true", "--show-only", "templates/podmonitor.yaml").Output()
 	if err != nil {
-		t.Fatalf("helm template the PodMonitor: %v", err)
+		stderr := ""
+		if e, ok := err.(*exec.ExitError); ok {
+			stderr = string(e.Stderr)
+		}
+		t.Fatalf("helm template the PodMonitor: %v\n%s", err, stderr)
 	}
 	var pm struct {
 		Spec struct {
