@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -38,7 +39,7 @@ type promSample struct {
 // hack/cluster/deploy.sh), with the chart's alert rules loaded.
 type promServer struct{ base string }
 
-func startPrometheus(t *testing.T) *promServer {
+func startPrometheus(t *testing.T, pod corev1.Pod) *promServer {
 	t.Helper()
 	out, err := exec.Command(filepath.Join(repoRoot, "hack", "prometheus.sh")).Output()
 	if err != nil {
@@ -53,21 +54,32 @@ func startPrometheus(t *testing.T) *promServer {
 	_ = l.Close()
 	dir := t.TempDir()
 	rules, _ := filepath.Abs(filepath.Join(repoRoot, "deployments", "helm", "gpu-dra-driver", "files", "prometheus-rules.yaml"))
-	kubeconfigPath, _ := filepath.Abs(kubeconfig)
-	// Kubernetes pod discovery of the plugin's pods, relabelled as the
-	// chart's PodMonitor says (the Prometheus Operator would generate the
-	// same from it): the target address, the container and the node label
-	// come from the chart, not from this test.
+	// The plugin's pod as Kubernetes pod discovery would describe it,
+	// one target per container, relabelled as the chart's PodMonitor says
+	// (the Prometheus Operator would generate the same from it): the
+	// target address, the container and the node label come from the
+	// chart, not from this test. Debian builds Prometheus without
+	// Kubernetes discovery, so the test stands in for it with the meta
+	// labels (labels starting with __ are read by relabeling, then dropped).
+	var targets []any
+	for _, c := range pod.Spec.Containers {
+		targets = append(targets, map[string]any{
+			"targets": []string{"discovered:1"},
+			"labels": map[string]string{
+				"__meta_kubernetes_namespace":          pod.Namespace,
+				"__meta_kubernetes_pod_name":           pod.Name,
+				"__meta_kubernetes_pod_ip":             pod.Status.PodIP,
+				"__meta_kubernetes_pod_node_name":      pod.Spec.NodeName,
+				"__meta_kubernetes_pod_container_name": c.Name,
+			},
+		})
+	}
 	cfg := map[string]any{
 		"global":     map[string]any{"scrape_interval": "1s", "evaluation_interval": "1s"},
 		"rule_files": []string{rules},
 		"scrape_configs": []any{map[string]any{
-			"job_name": "gpu-dra-driver",
-			"kubernetes_sd_configs": []any{map[string]any{
-				"role": "pod", "kubeconfig_file": kubeconfigPath,
-				"namespaces": map[string]any{"names": []string{driverNS}},
-				"selectors":  []any{map[string]any{"role": "pod", "label": pluginLabel}},
-			}},
+			"job_name":        "gpu-dra-driver",
+			"static_configs":  targets,
 			"relabel_configs": podMonitorRelabelings(t),
 		}},
 	}
@@ -237,7 +249,7 @@ func TestPrometheus(t *testing.T) {
 		t.Fatalf("%d plugin pods, want 1", len(plugins))
 	}
 	node := plugins[0].Spec.NodeName
-	prom := startPrometheus(t)
+	prom := startPrometheus(t, plugins[0])
 	testNamespace(t, promNS)
 
 	pods := []string{"whole", "mig-pair", "time-sliced", "fraction"}
