@@ -31,10 +31,12 @@ build: ## Build the plugin, the admission webhook, the gpudra CLI (and its kubec
 # GDRA_NVIDIA_HOST_ROOT: the pinned R535 userspace (host layout) that
 # hack/nvidia-userspace.sh unpacks into the cache; test/nvidia checks every
 # NVML entry point the binaries call against its libnvidia-ml.so.
+# hack/prometheus.sh unpacks Debian's prometheus (promtool) into the cache;
+# test/prometheus checks and tests the chart's alert rules with it.
 test: ## Run all unit and plugin tests under the race detector (no GPU, no cluster needed)
 	hack/cluster/build.sh helm
-	root=$$(hack/nvidia-userspace.sh --print-root host) && \
-		GDRA_NVIDIA_HOST_ROOT=$$root $(GO) test -race -count=1 -timeout 30m ./...
+	root=$$(hack/nvidia-userspace.sh --print-root host) && prom=$$(hack/prometheus.sh) && \
+		GDRA_NVIDIA_HOST_ROOT=$$root GDRA_PROMETHEUS_BIN=$$prom $(GO) test -race -count=1 -timeout 30m ./...
 
 # Fuzz targets as package:FuzzName pairs; add yours on a line of its own.
 # Their seed corpora (testdata/fuzz/<FuzzName>) also run as plain tests in `make test`.

@@ -163,6 +163,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	cfg.Metrics.ObservePreparedDevices(d.state.PreparedDeviceCount)
 	cfg.Metrics.ObserveUnrestoredClaims(func() int { return len(d.state.Unrestored()) })
+	cfg.Metrics.ObserveAllocation(d.allocation)
 
 	for _, dir := range []string{cfg.PluginDir, cfg.RegistrarDir} {
 		if err := os.MkdirAll(dir, 0o750); err != nil {

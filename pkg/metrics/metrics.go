@@ -56,6 +56,12 @@ func New() *Metrics {
 			Name: metricname.XIDEvents, Help: "NVML XID critical-error events received, by XID (application XIDs that are ignored included).",
 		}, []string{metricname.LabelXID}),
 	}
+	// Every operation's count starts at 0: rate() and increase() only see
+	// an increment from an earlier sample, so a series born at 1 would
+	// hide the first error from the dashboard and the alert rules.
+	for _, op := range []string{metricname.OperationPrepare, metricname.OperationUnprepare, metricname.OperationBackground, metricname.OperationRecovery} {
+		m.Errors.WithLabelValues(op)
+	}
 	// GPUs that discovery left out because NVML could not describe them
 	// (the plugin keeps serving the others); counted by pkg/nvdev.
 	discoveryFailures := prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -273,7 +273,7 @@ func TestChartGPUOperatorDriverRoot(t *testing.T) {
 
 // The schema rejects what the templates cannot use.
 func TestChartSchemaRejectsBadValues(t *testing.T) {
-	for _, set := range []string{"driverRoot=run/nvidia/driver", "cdiHook.installDir=bin", "kubeletPlugin.gpuNodeLabels[0]=", "kubeletPlugin.bogus=1"} {
+	for _, set := range []string{"driverRoot=run/nvidia/driver", "cdiHook.installDir=bin", "kubeletPlugin.gpuNodeLabels[0]=", "kubeletPlugin.bogus=1", "metrics.podMonitor.bogus=1", "metrics.podMonitor.interval=soon"} {
 		args := []string{"template", "x", chartDir, "--kube-version", "v1.37.2", "--set", set}
 		if out, err := exec.Command(helmBinary(t), args...).CombinedOutput(); err == nil {
 			t.Errorf("--set %s rendered:\n%.300s", set, out)

@@ -22,6 +22,17 @@ const (
 	PreparedDevices     = Prefix + "prepared_devices"
 	UnrestoredClaims    = Prefix + "unrestored_claims"
 	KubeletRegistered   = Prefix + "kubelet_registered"
+
+	// Allocation, per GPU (labels LabelGPU, LabelUUID, LabelModel),
+	// computed from the prepared claims' records at every scrape.
+	// GPUState is 1 for the GPU's current state (LabelState) and 0 for
+	// the others, so that "GPUs by state" is a sum.
+	GPUState                = Prefix + "gpu_state"
+	GPUPreparedClaims       = Prefix + "gpu_prepared_claims"
+	GPUMigSlices            = Prefix + "gpu_mig_slices"
+	GPUMigSlicesInUse       = Prefix + "gpu_mig_slices_in_use"
+	GPUMemoryBytes          = Prefix + "gpu_memory_bytes"
+	GPUMemoryAllocatedBytes = Prefix + "gpu_memory_allocated_bytes"
 )
 
 // Labels and their values.
@@ -38,4 +49,45 @@ const (
 	LabelUUID   = "uuid"
 	// LabelXID labels XIDEvents.
 	LabelXID = "xid"
+
+	// LabelGPU (the GPU's minor number), LabelUUID and LabelModel (its
+	// product name) label every per-GPU allocation metric.
+	LabelGPU   = "gpu"
+	LabelModel = "model"
+
+	// LabelState labels GPUState: what the GPU is used as now. A GPU
+	// with MIG devices in use is StateMIG, else one with memory-fraction
+	// shares StateFraction, else one shared by time-slicing or MPS
+	// StateShared, else one held whole StateWhole, else StateFree.
+	// Admin-access (monitoring) claims do not use a GPU.
+	LabelState    = "state"
+	StateFree     = "free"
+	StateWhole    = "whole"
+	StateMIG      = "mig"
+	StateShared   = "shared"
+	StateFraction = "fraction"
+
+	// LabelMode labels GPUPreparedClaims: how each claim holds the GPU.
+	LabelMode       = "mode"
+	ModeWhole       = "whole"
+	ModeMIG         = "mig"
+	ModeTimeSlicing = "time-slicing"
+	ModeMPS         = "mps"
+	ModeFraction    = "fraction"
 )
+
+// States are GPUState's label values, Modes GPUPreparedClaims'; every
+// GPU exports one series for each, zeros included, so that graphs over
+// time have no gaps.
+var (
+	States = []string{StateFree, StateWhole, StateMIG, StateShared, StateFraction}
+	Modes  = []string{ModeWhole, ModeMIG, ModeTimeSlicing, ModeMPS, ModeFraction}
+)
+
+// All lists every metric name above, for tests and tools that check a
+// query against what the plugin exports.
+var All = []string{
+	PrepareDuration, UnprepareDuration, Errors, DeviceHealthy, XIDEvents, DiscoveryFailedGPUs,
+	PreparedDevices, UnrestoredClaims, KubeletRegistered,
+	GPUState, GPUPreparedClaims, GPUMigSlices, GPUMigSlicesInUse, GPUMemoryBytes, GPUMemoryAllocatedBytes,
+}
