@@ -2,15 +2,20 @@
 # Copyright 2026 The gpu-dra-driver Authors.
 # SPDX-License-Identifier: Apache-2.0
 #
-# The smallest allocator change that removes what limits dynamic MIG on a
-# busy node (docs/performance.md, "Busy fleets"): the v1.37 structured
-# allocator checks a device's shared counters only after its CEL selectors,
-# so every device whose counters are used up still costs a CEL evaluation.
-# hack/allocator/counters-before-selectors.patch checks them first. This
-# script applies it to a copy of k8s.io/dynamic-resource-allocation from
-# the module cache (nothing of it is kept), then runs, with and without the
-# patch and interleaved, BenchmarkFilterPerNode and the allocation tests
-# (the allocations must not change), through go test -modfile.
+# The smallest allocator changes that remove what limits dynamic MIG on a
+# busy fleet (docs/performance.md, "Busy fleets"), as patches against the
+# v1.37 structured allocator (hack/allocator/):
+#   counters-before-selectors.patch: shared counters are checked before the
+#     CEL selectors, so a device whose counters are used up (a whole GPU
+#     with MIG devices on it) costs no CEL evaluation;
+#   convert-slices-once.patch: each ResourceSlice object is converted to the
+#     allocator's types once for as long as the object lives, not on every
+#     Filter call (an informer never modifies an object it handed out).
+# This script applies them to copies of k8s.io/dynamic-resource-allocation
+# from the module cache (nothing of it is kept): "counters" has the first,
+# "both" both. It runs the allocation tests on each (the allocations must
+# not change), then BenchmarkFilterPerNode on stock, counters and both,
+# interleaved, through go test -modfile.
 # Env: ROUNDS (3), BENCH (BenchmarkFilterPerNode's regexp), BENCHTIME (500x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,17 +25,20 @@ ver=$(go list -m -f '{{.Version}}' $mod)
 src=$(go list -m -f '{{.Dir}}' $mod)
 work=$(mktemp -d /tmp/gdra-allocator-patch.XXXX)
 trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT
-cp -r "$src" "$work/dra"
-chmod -R u+w "$work/dra"
-patch -s -p1 -d "$work/dra" <hack/allocator/counters-before-selectors.patch
-cp go.mod "$work/go.mod"; cp go.sum "$work/go.sum"
-go mod edit -modfile="$work/go.mod" -replace "$mod=$work/dra"
-echo "== $mod $ver, patched with counters-before-selectors.patch: allocation tests"
-go test -modfile="$work/go.mod" -count=1 ./pkg/resourceslices/ ./internal/migpacking/ ./test/chart/ -run 'Alloc|Mig|Packing|Placement|Fraction|Sharing|Monitor|Taint|Profile'
-go test -c -o "$work/patched.test" -modfile="$work/go.mod" ./pkg/resourceslices/
+for v in counters both; do
+  cp -r "$src" "$work/$v"
+  chmod -R u+w "$work/$v"
+  patch -s -p1 -d "$work/$v" <hack/allocator/counters-before-selectors.patch
+  [ "$v" = counters ] || patch -s -p1 -d "$work/$v" <hack/allocator/convert-slices-once.patch
+  cp go.mod "$work/$v.mod"; cp go.sum "$work/$v.sum"
+  go mod edit -modfile="$work/$v.mod" -replace "$mod=$work/$v"
+  echo "== $mod $ver, $v: allocation tests"
+  go test -modfile="$work/$v.mod" -count=1 ./pkg/resourceslices/ ./internal/migpacking/ ./test/chart/ -run 'Alloc|Mig|Packing|Placement|Fraction|Sharing|Monitor|Taint|Profile|Order'
+  go test -c -o "$work/$v.test" -modfile="$work/$v.mod" ./pkg/resourceslices/
+done
 go test -c -o "$work/stock.test" ./pkg/resourceslices/
 for r in $(seq "${ROUNDS:-3}"); do
-  for v in stock patched; do
+  for v in stock counters both; do
     (cd pkg/resourceslices && "$work/$v.test" -test.run '^$' -test.bench "${BENCH:-FilterPerNode/^(whole|mig-1g|mig-1g-class|mig-whole)$}" \
       -test.benchtime "${BENCHTIME:-500x}" -test.benchmem) | awk -v v="$v" '/^Benchmark/ {print v, $0}'
   done
