@@ -99,6 +99,10 @@ const faultsRecheck = time.Second
 // fault is the return code every query on a GPU fails with, SUCCESS when
 // none is injected.
 func (s *Simulator) fault(uuid string) nvml.Return {
+	if s.unboundUUID(uuid) {
+		// Unbound from nvidia (sysfs.go): the driver no longer has it.
+		return nvml.ERROR_GPU_IS_LOST
+	}
 	if !s.anyFaults() {
 		return nvml.SUCCESS
 	}
