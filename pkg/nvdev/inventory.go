@@ -34,9 +34,9 @@ type GPU struct {
 	// does not answer while MIG mode is on).
 	Multiprocessors int
 
-	PCIBusID   string // sysfs form, e.g. "0000:3b:00.0"
-	PCIeRoot   string // e.g. "pci0000:30"; empty when sysfs has no answer
-	NUMANode   *int
+	PCIBusID string // sysfs form, e.g. "0000:3b:00.0"
+	PCIeRoot string // e.g. "pci0000:30"; empty when sysfs has no answer
+	NUMANode *int
 	// IOMMUGroup is the GPU's IOMMU group (sysfs iommu_group); empty when
 	// the IOMMU is off. Passthrough needs it (pkg/vfio).
 	IOMMUGroup string
