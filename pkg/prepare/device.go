@@ -33,6 +33,8 @@ func (s *State) configureDevice(rec *checkpoint.PreparedDevice, dev *Allocatable
 		}
 		rec.UUID, rec.Mig.GIID, rec.Mig.CIID = inst.UUID, inst.GIID, inst.CIID
 		return nil
+	case configapi.VFIO:
+		return s.bindVFIO(rec, dev)
 	default:
 		return nil
 	}
@@ -41,6 +43,9 @@ func (s *State) configureDevice(rec *checkpoint.PreparedDevice, dev *Allocatable
 // releaseDevice undoes configureDevice. It is idempotent: it runs again
 // after a crash, and on records of devices that were never created.
 func (s *State) releaseDevice(rec checkpoint.PreparedDevice) error {
+	if rec.Vfio != nil {
+		return s.unbindVFIO(rec)
+	}
 	if rec.Mig == nil || !rec.Mig.Dynamic || rec.Mig.GIID < 0 {
 		return nil
 	}

@@ -184,6 +184,7 @@ func (s *Simulator) wireDevice(dev *server.Device) {
 		return nvml.DeviceAttributes{}, nvml.ERROR_NOT_SUPPORTED
 	}
 	dev.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return false, nvml.SUCCESS }
+	s.wireProcesses(dev)
 }
 
 // SMs is the number of SMs of a simulated GPU.

@@ -300,3 +300,28 @@ func (s *Simulator) unboundUUID(uuid string) bool {
 	}
 	return false
 }
+
+// SimulatedPID is the process another client runs on a GPU marked in use
+// (faults.go): passthrough refuses a GPU that a process uses.
+const SimulatedPID = 4242
+
+// wireProcesses lists the processes on a GPU: none, or SimulatedPID while
+// another client holds it.
+func (s *Simulator) wireProcesses(dev *server.Device) {
+	list := func() ([]nvml.ProcessInfo, nvml.Return) {
+		if r := s.fault(dev.UUID); r != nvml.SUCCESS {
+			return nil, r
+		}
+		if s.inUse(dev.UUID) {
+			return []nvml.ProcessInfo{{Pid: SimulatedPID, UsedGpuMemory: 1 << 30}}, nvml.SUCCESS
+		}
+		return nil, nvml.SUCCESS
+	}
+	dev.GetComputeRunningProcessesFunc = list
+	dev.GetGraphicsRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		if r := s.fault(dev.UUID); r != nvml.SUCCESS {
+			return nil, r
+		}
+		return nil, nvml.SUCCESS
+	}
+}
