@@ -26,6 +26,7 @@ import (
 //	                and MIG instance creation and destruction fail with
 //	                NO_PERMISSION, as they do without CAP_SYS_ADMIN or the
 //	                mig/config capability
+//	sysfs-delay-ms  every simulated sysfs write (sysfs.go) takes this long
 //
 // Queries that identify a GPU (index, minor number, UUID) keep working, so
 // that discovery can name the GPU it leaves out. Markers made through these

@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
@@ -150,6 +152,9 @@ func (s *Simulator) offNvidia(dev *server.Device) bool {
 // WriteSysfs writes one attribute of the simulated sysfs and does what the
 // kernel does on that write.
 func (s *Simulator) WriteSysfs(path, value string) error {
+	if d := s.sysfsDelay(); d > 0 {
+		time.Sleep(d) // a slow kernel, so that chaos kills land mid-bind
+	}
 	rel, err := filepath.Rel(s.SysfsRoot(), path)
 	if err != nil || strings.HasPrefix(rel, "..") {
 		return fmt.Errorf("%s is outside the simulated sysfs", path)
@@ -324,4 +329,23 @@ func (s *Simulator) wireProcesses(dev *server.Device) {
 		}
 		return nil, nvml.SUCCESS
 	}
+}
+
+// SetSysfsDelay makes every simulated sysfs write take d (0 clears it):
+// binding a real GPU takes a while, and tests that kill the plugin at
+// random need the bind to be long enough to be hit.
+func (s *Simulator) SetSysfsDelay(d time.Duration) error {
+	return s.setMarker(filepath.Join(s.faultsDir(), "sysfs-delay-ms"), d > 0, []byte(strconv.FormatInt(d.Milliseconds(), 10)))
+}
+
+func (s *Simulator) sysfsDelay() time.Duration {
+	if !s.anyFaults() {
+		return 0
+	}
+	data, err := os.ReadFile(filepath.Join(s.faultsDir(), "sysfs-delay-ms"))
+	if err != nil {
+		return 0
+	}
+	ms, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	return time.Duration(ms) * time.Millisecond
 }
