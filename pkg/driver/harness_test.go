@@ -60,7 +60,7 @@ type node struct {
 	noMonitors bool
 	// passthrough is --passthrough-gpus, passed at every start.
 	passthrough resourceslices.PassthroughSelector
-	health     HealthConfig
+	health      HealthConfig
 	// podUID turns on the helper's rolling updates, as the chart does
 	// (POD_UID): the sockets then carry the UID in their names.
 	podUID types.UID
