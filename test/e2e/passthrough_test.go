@@ -102,7 +102,7 @@ func TestPassthrough(t *testing.T) {
 	t.Logf("sysfs before: %s", waitBound(t, "GPU 6 on nvidia before", "nvidia"))
 
 	vm := classTemplate("vm", passthroughNS, "vfio.gpu.nvidia.com", fmt.Sprintf("device.attributes['resource.kubernetes.io'].pciBusID == '%s'", passthroughAddr)) +
-		"---\n" + strings.Replace(claimPod("vm", passthroughNS, "vm", "", map[string]string{"vm": ""}), podCommand, vmCommand, 1)
+		"---\n" + strings.Replace(claimPod("vm", passthroughNS, "vm", "", map[string]string{"vm": ""}), fmt.Sprintf("%q", podCommand), fmt.Sprintf("%q", vmCommand), 1)
 	applyYAML(t, vm)
 	waitRunningIn(t, passthroughNS, "vm")
 	var view string
