@@ -74,19 +74,6 @@ func WithPassthroughGPUs(inv *nvdev.Inventory, records []checkpoint.PreparedClai
 	return &out
 }
 
-// passthroughHeld reports whether a record holds GPU uuid for a VM (in
-// any state: from before its first sysfs write until NVML sees it again).
-func passthroughHeld(store *checkpoint.Store, uuid string) bool {
-	for _, rec := range store.List() {
-		for _, d := range rec.Devices {
-			if d.Vfio != nil && d.UUID == uuid {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // tableRecords are the records the device table keeps offered: every
 // owning record (checkpoint.Store.Owning), and the record a CDI spec
 // carries for a claim whose checkpoint record was lost, which start
