@@ -135,6 +135,9 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if u := cfg.Publish.Passthrough.Unmatched(WithPassthroughGPUs(cfg.Backend.Inventory, records)); len(u) > 0 {
 		return nil, fmt.Errorf("--passthrough-gpus names %v, which match no GPU of this node: name GPUs by PCI address (0000:3b:00.0) or minor number, or use 'all' (chart value passthrough.gpus)", u)
 	}
+	for _, err := range resourceslices.CheckPassthrough(WithPassthroughGPUs(cfg.Backend.Inventory, records), cfg.Publish) {
+		logger.Info("GPU selected by --passthrough-gpus is not offered for passthrough", "reason", err)
+	}
 	writer.VFIO = cdi.VFIOOptions{SimulatedDevDir: cfg.Backend.VFIODevDir, Resource: "vfio." + cfg.DriverName}
 	table := DeviceTable(cfg.Backend.Inventory, cfg.Publish, records)
 	resources := table.Resources(cfg.NodeName)

@@ -131,3 +131,18 @@ type (
 	resourceapiClaim         = resourceapi.ResourceClaim
 	resourceapiQualifiedName = resourceapi.QualifiedName
 )
+
+// A GPU in MIG mode that an admin laid out is not offered: a VM needs the
+// GPU whole. CheckPassthrough says so, for the plugin's log.
+func TestPassthroughNotOfferedInMIGMode(t *testing.T) {
+	inv := simulatedInventory(t, "h100x1:mig")
+	o := resourceslices.Options{Passthrough: resourceslices.PassthroughSelector{All: true}}
+	for _, e := range resourceslices.NewTable(inv, o).Entries {
+		if e.Kind == "vfio" {
+			t.Fatalf("vfio device %s published for a GPU in MIG mode", e.Device.Name)
+		}
+	}
+	if errs := resourceslices.CheckPassthrough(inv, o); len(errs) != 1 {
+		t.Fatalf("CheckPassthrough = %v, want one reason", errs)
+	}
+}
