@@ -187,12 +187,6 @@ func (h Host) Bind(addr, driver string) error {
 // GroupNode is /dev/vfio/<group> under the host's /dev.
 func (h Host) GroupNode(group string) string { return filepath.Join(h.DevRoot, "vfio", group) }
 
-// ContainerNode is the device node path a container sees.
-func ContainerNode(group string) string { return "/dev/vfio/" + group }
-
-// ControlNode is /dev/vfio/vfio, the container (VFIO) control node.
-const ControlNode = "/dev/vfio/vfio"
-
 // WaitGroupNode waits for /dev/vfio/<group>: udev creates it after
 // vfio-pci binds, not at once.
 func (h Host) WaitGroupNode(group string) error {
