@@ -67,6 +67,9 @@ type options struct {
 	mps            mpsOptions
 	// migProfiles limits dynamic MIG to these profiles (migprofiles.go).
 	migProfiles []string
+	// passthroughGPUs is --passthrough-gpus, parsed into passthrough.
+	passthroughGPUs []string
+	passthrough     resourceslices.PassthroughSelector
 	// nvmlRetry and nvmlRetryMax pace the wait for NVML (waitnvml.go).
 	nvmlRetry, nvmlRetryMax time.Duration
 
@@ -132,6 +135,7 @@ func commandFor(o *options) *cobra.Command {
 	o.gates = newFeatureGates()
 	o.gates.AddFlag(f)
 	f.BoolVar(&o.monitorDevices, "monitor-devices", true, "Publish each GPU a second time as a counter-free monitor device that only admin-access requests get (class monitor.<driver-name>), so monitoring agents schedule on busy dynamic-MIG nodes; false halves the devices of whole-GPU nodes.")
+	f.StringSliceVar(&o.passthroughGPUs, "passthrough-gpus", nil, "Offer these GPUs to virtual machines as well (a second device of type vfio, class vfio.<driver-name>, bound to vfio-pci at prepare): 'all', or PCI addresses (0000:3b:00.0) and minor numbers. Needs the IOMMU and vfio-pci on the host (docs/passthrough.md).")
 	f.BoolVar(&o.deviceMetadata, "device-metadata", true, "Give each container a file under /var/run/kubernetes.io/dra-device-attributes describing its devices (UUID, memory, MIG profile, sharing in force); a CDI device per request carries it, so any kubelet with CDI mounts it.")
 	f.BoolVar(&o.printSlices, "print-slices", false, "Print the ResourceSlices this node would publish as YAML and exit; needs no cluster.")
 	f.StringVar(&o.backend.SimulateProfile, "simulate", os.Getenv("SIMULATE_PROFILE"), "Simulate GPUs instead of using NVML, e.g. h100x8, a100-40gbx8, a100-80gbx4, h200x8 (env SIMULATE_PROFILE).")
@@ -202,6 +206,9 @@ func (o *options) complete() error {
 	if o.migProfiles, err = parseMigProfiles(o.migProfiles); err != nil {
 		return err
 	}
+	if o.passthrough, err = parsePassthrough(o.passthroughGPUs); err != nil {
+		return err
+	}
 	if o.nvmlRetry <= 0 || o.nvmlRetryMax < o.nvmlRetry {
 		return fmt.Errorf("--nvml-retry-interval %v, --nvml-retry-max-interval %v: want 0 < interval <= max interval", o.nvmlRetry, o.nvmlRetryMax)
 	}
@@ -211,7 +218,7 @@ func (o *options) complete() error {
 // publishOptions are the flags that shape what the node offers.
 func (o *options) publishOptions() resourceslices.Options {
 	return resourceslices.Options{DynamicMIG: o.gates.Enabled(DynamicMIG), FractionalMemory: o.fractional, FractionalGPUs: o.fractionalOn,
-		NoMonitorDevices: !o.monitorDevices, MigProfiles: o.migProfiles}
+		NoMonitorDevices: !o.monitorDevices, MigProfiles: o.migProfiles, Passthrough: o.passthrough}
 }
 
 func printSlices(cmd *cobra.Command, o *options) error {

@@ -8,6 +8,7 @@
 package backend
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/vfio"
 )
 
 // Backend is where devices come from: real NVML or a simulated node.
@@ -38,6 +40,11 @@ type Backend struct {
 	// simulated node's (which a simulated reboot changes). Empty means
 	// the kernel's.
 	BootIDFile string
+	// VFIO binds GPUs to vfio-pci and back (pkg/vfio): the host's sysfs,
+	// or the simulator's. VFIODevDir, when set, holds the simulator's
+	// stand-ins for /dev/vfio/*.
+	VFIO       vfio.Host
+	VFIODevDir string
 }
 
 // Options select and locate the backend.
@@ -108,7 +115,8 @@ func New(lib nvml.Interface, o Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{NVML: lib, Inventory: inv, Edits: edits, TimeSlicer: sharing.NvidiaTools{Root: o.DriverRoot}}, nil
+	host := vfio.Host{SysfsRoot: cmp.Or(o.SysfsRoot, "/sys"), DevRoot: "/dev"}
+	return &Backend{NVML: lib, Inventory: inv, Edits: edits, TimeSlicer: sharing.NvidiaTools{Root: o.DriverRoot}, VFIO: host}, nil
 }
 
 // resolveHook returns the host path of nvidia-cdi-hook for CDI specs,
@@ -146,7 +154,8 @@ func openSimulated(o Options) (*Backend, error) {
 		return nil, err
 	}
 	edits := cdi.SimulatedEdits{DevicePath: sim.DevicePath, MigDevicePath: sim.MigDevicePath, ControlDevicePath: sim.ControlDevicePath(), NvidiaSmiPath: smi}
-	return &Backend{NVML: sim, Inventory: inv, Edits: edits, Simulator: sim, TimeSlicer: sim, MPSLauncher: sharing.StandIn{}, BootIDFile: sim.BootIDPath()}, nil
+	return &Backend{NVML: sim, Inventory: inv, Edits: edits, Simulator: sim, TimeSlicer: sim, MPSLauncher: sharing.StandIn{}, BootIDFile: sim.BootIDPath(),
+		VFIO: sim.VFIO(), VFIODevDir: filepath.Join(sim.Dir, "dev", "vfio")}, nil
 }
 
 // installStub copies the nvidia-smi stand-in into the state directory,

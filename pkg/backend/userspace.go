@@ -84,7 +84,8 @@ func openSimulatedDevices(o Options) (*Backend, error) {
 	}
 	// MPS daemons run in pods (NVIDIA's control daemon from the driver
 	// root), as on real GPUs: no local launcher.
-	return &Backend{NVML: sim, Inventory: inv, Edits: edits, Simulator: sim, TimeSlicer: sim, BootIDFile: sim.BootIDPath()}, nil
+	return &Backend{NVML: sim, Inventory: inv, Edits: edits, Simulator: sim, TimeSlicer: sim, BootIDFile: sim.BootIDPath(),
+		VFIO: sim.VFIO(), VFIODevDir: filepath.Join(sim.Dir, "dev", "vfio")}, nil
 }
 
 // nvmlLibDirs are where driver roots keep libnvidia-ml: Debian/Ubuntu's

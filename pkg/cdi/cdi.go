@@ -45,6 +45,8 @@ type Device struct {
 	MigProfile string
 	// Extra edits added by prepare, e.g. an MPS daemon's pipe and limits.
 	Extra cdispec.ContainerEdits
+	// VFIO is set for a passthrough device (vfio.go).
+	VFIO *VFIO
 }
 
 // Edits produces container edits.
@@ -61,6 +63,8 @@ type Writer struct {
 	dir    string
 	vendor string
 	edits  Edits
+	// VFIO says how passthrough devices reach containers (vfio.go).
+	VFIO VFIOOptions
 }
 
 // NewWriter prepares to write specs for driverName into dir.
@@ -101,9 +105,26 @@ func (w *Writer) SpecPath(claimUID types.UID) string {
 // that DeviceID gives their CDI IDs. annotations are stored in the spec as
 // they are (pkg/checkpoint puts the claim's record there).
 func (w *Writer) Write(claimUID types.UID, devices []Device, annotations map[string]string) error {
-	claimEdits, err := w.edits.ForClaim(devices)
-	if err != nil {
-		return fmt.Errorf("claim-wide CDI edits: %w", err)
+	var gpus, vms []Device
+	for _, d := range devices {
+		if d.VFIO != nil {
+			vms = append(vms, d)
+		} else {
+			gpus = append(gpus, d)
+		}
+	}
+	// The NVIDIA stack's claim-wide edits (control nodes, libraries) only
+	// where a device uses it: a VM's GPU is bound to vfio-pci.
+	var claimEdits cdispec.ContainerEdits
+	if len(gpus) > 0 || len(vms) == 0 {
+		e, err := w.edits.ForClaim(gpus)
+		if err != nil {
+			return fmt.Errorf("claim-wide CDI edits: %w", err)
+		}
+		claimEdits = e
+	}
+	if len(vms) > 0 {
+		claimEdits = mergeEdits(claimEdits, w.VFIO.claimEdits(vms))
 	}
 	spec := &cdispec.Spec{
 		Kind:           w.vendor + "/" + class,
@@ -111,6 +132,10 @@ func (w *Writer) Write(claimUID types.UID, devices []Device, annotations map[str
 		ContainerEdits: claimEdits,
 	}
 	for _, d := range devices {
+		if d.VFIO != nil {
+			spec.Devices = append(spec.Devices, cdispec.Device{Name: specDeviceName(claimUID, d.Name), ContainerEdits: w.VFIO.deviceEdits(d)})
+			continue
+		}
 		edits, err := w.edits.ForDevice(d)
 		if err != nil {
 			return fmt.Errorf("CDI edits for device %s: %w", d.Name, err)
@@ -119,6 +144,7 @@ func (w *Writer) Write(claimUID types.UID, devices []Device, annotations map[str
 		edits.Mounts = append(edits.Mounts, d.Extra.Mounts...)
 		spec.Devices = append(spec.Devices, cdispec.Device{Name: specDeviceName(claimUID, d.Name), ContainerEdits: edits})
 	}
+	var err error
 	if spec.Version, err = cdispec.MinimumRequiredVersion(spec); err != nil {
 		return fmt.Errorf("CDI spec version: %w", err)
 	}

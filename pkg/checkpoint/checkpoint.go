@@ -35,6 +35,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/capfile"
 )
@@ -84,6 +86,25 @@ type PreparedDevice struct {
 	Mig *MigRecord `json:"mig,omitempty"`
 	// Sharing is set when time-slicing or MPS was applied.
 	Sharing *SharingRecord `json:"sharing,omitempty"`
+	// Vfio is set for a passthrough device (format v3).
+	Vfio *VfioRecord `json:"vfio,omitempty"`
+}
+
+// VfioRecord is a GPU handed to vfio-pci. Driver is the binding the claim
+// wants: "vfio-pci" from the record written before the first sysfs write
+// of prepare, "nvidia" from the record written before unprepare's first
+// write (then in state PrepareStarted, so that a start finishes the job).
+// Start-up binds the GPU to it whatever step a crash interrupted
+// (pkg/prepare/passthrough.go).
+type VfioRecord struct {
+	PCIBusID   string `json:"pciBusID"`
+	IOMMUGroup string `json:"iommuGroup,omitempty"`
+	Driver     string `json:"driver"`
+	// GPU is the GPU as NVML described it before it left NVML: while it is
+	// bound to vfio-pci NVML does not see it, and a restarted plugin
+	// publishes it (and its other devices, for when it comes back) from
+	// here.
+	GPU *nvdev.GPU `json:"gpu,omitempty"`
 }
 
 // SharingRecord is what sharing prepare applied to a device. Strategy and

@@ -19,7 +19,7 @@ func FuzzOpen(f *testing.F) {
 	f.Add([]byte(`{"version":"gpu.nvidia.com/checkpoint/v1","claim":{"uid":"u1"`))
 	f.Add([]byte("\x00\x01garbage"))
 	f.Add([]byte(""))
-	f.Add([]byte(`{"version":"gpu.nvidia.com/checkpoint/v3","checksum":0,"claim":{"uid":"u1","future":1}}`))
+	f.Add([]byte(`{"version":"gpu.nvidia.com/checkpoint/v4","checksum":0,"claim":{"uid":"u1","future":1}}`))
 	f.Add([]byte(`{"version":"gpu.nvidia.com/checkpoint/v1","checksum":3623917751,"claim":{"uid":"u1","state":"PrepareStarted","bootID":"ab"}}`))
 	// A valid record, and the same one with a path in its sharing target.
 	for _, target := range []string{"GPU-1", "../../victim"} {

@@ -19,8 +19,8 @@ const newerPayload = `{"uid":"uid-newer","namespace":"ns","name":"c","state":"Pr
 	`"devices":[{"pool":"n1","device":"gpu-0","type":"gpu","uuid":"GPU-0","partition":{"slices":3}}],` +
 	`"bootID":"21d6511a-6f19-428e-8a1b-0808e6cce955","leaseEpoch":7}`
 
-const newerMessage = "claim uid-newer was prepared by a newer driver (checkpoint format gpu.nvidia.com/checkpoint/v3; " +
-	"this driver reads up to v2): upgrade the driver again to use or unprepare it"
+const newerMessage = "claim uid-newer was prepared by a newer driver (checkpoint format gpu.nvidia.com/checkpoint/v4; " +
+	"this driver reads up to v3): upgrade the driver again to use or unprepare it"
 
 // TestNewerRecordIsLeftAlone: after a downgrade, a record of a newer format
 // is neither loaded, moved aside, rewritten nor deleted, and its claim is
@@ -28,7 +28,7 @@ const newerMessage = "claim uid-newer was prepared by a newer driver (checkpoint
 func TestNewerRecordIsLeftAlone(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "uid-newer.json")
-	want := writeEnvelope(t, dir, "uid-newer.json", v3, newerPayload, `,"signature":"future"`)
+	want := writeEnvelope(t, dir, "uid-newer.json", vNewer, newerPayload, `,"signature":"future"`)
 	unchanged := func(step string) {
 		t.Helper()
 		got, err := os.ReadFile(path)
@@ -44,13 +44,13 @@ func TestNewerRecordIsLeftAlone(t *testing.T) {
 
 	s, rec := reopen(t, dir)
 	unchanged("Open")
-	if !reflect.DeepEqual(rec, Recovered{Newer: map[types.UID]string{"uid-newer": v3}}) {
+	if !reflect.DeepEqual(rec, Recovered{Newer: map[types.UID]string{"uid-newer": vNewer}}) {
 		t.Fatalf("recovered %+v", rec)
 	}
 	if _, ok := s.Get("uid-newer"); ok || len(s.List()) != 0 {
 		t.Fatal("a newer record was loaded")
 	}
-	if v, ok := s.Newer("uid-newer"); !ok || v != v3 {
+	if v, ok := s.Newer("uid-newer"); !ok || v != vNewer {
 		t.Fatalf("Newer = %q, %v", v, ok)
 	}
 	if _, ok := s.Newer("uid-other"); ok {
@@ -61,7 +61,7 @@ func TestNewerRecordIsLeftAlone(t *testing.T) {
 	}
 	err := s.NewerError("uid-newer")
 	var nv *NewerVersionError
-	if !errors.As(err, &nv) || nv.UID != "uid-newer" || nv.Version != v3 || err.Error() != newerMessage {
+	if !errors.As(err, &nv) || nv.UID != "uid-newer" || nv.Version != vNewer || err.Error() != newerMessage {
 		t.Fatalf("NewerError = %v", err)
 	}
 
@@ -96,7 +96,7 @@ func TestNewerRecordIsLeftAlone(t *testing.T) {
 	unchanged("ReadOnly")
 	s2, rec := reopen(t, dir)
 	unchanged("a second Open")
-	if rec.Newer["uid-newer"] != v3 || len(rec.MovedAside) != 0 || len(s2.List()) != 1 {
+	if rec.Newer["uid-newer"] != vNewer || len(rec.MovedAside) != 0 || len(s2.List()) != 1 {
 		t.Fatalf("second open: %+v, %d loaded", rec, len(s2.List()))
 	}
 }
@@ -110,8 +110,8 @@ func TestNewerRecordEdgeCases(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "u-sum.json"), badSum, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	writeEnvelope(t, dir, "-dash.json", v3, newerPayload, "")
-	writeEnvelope(t, dir, ".json", v3, newerPayload, "")
+	writeEnvelope(t, dir, "-dash.json", vNewer, newerPayload, "")
+	writeEnvelope(t, dir, ".json", vNewer, newerPayload, "")
 	s, rec := reopen(t, dir)
 	if v, ok := s.Newer("u-sum"); !ok || v != "gpu.nvidia.com/checkpoint/v4" {
 		t.Fatalf("newer record with a foreign checksum: %q %v (%+v)", v, ok, rec)

@@ -28,6 +28,12 @@ var bootIDPattern = regexp.MustCompile(`^[0-9A-Fa-f-]{1,64}$`)
 // dnsLabel is a DRA device name.
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
+// pciAddress is a PCI address in sysfs form; iommuGroup a group number.
+var (
+	pciAddress = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
+	iommuGroup = regexp.MustCompile(`^[0-9]{1,9}$`)
+)
+
 // ValidToken reports whether s is safe to use as one path element.
 func ValidToken(s string) bool { return tokenPattern.MatchString(s) && s != "." && s != ".." }
 
@@ -80,6 +86,18 @@ func (d *PreparedDevice) validate(completed bool) error {
 			return fmt.Errorf("device %s: a prepared dynamic MIG device needs its GPU and compute instance IDs", d.Device)
 		}
 	}
+	if v := d.Vfio; v != nil {
+		// The address and group name sysfs paths (pkg/vfio).
+		if !pciAddress.MatchString(v.PCIBusID) || (v.IOMMUGroup != "" && !iommuGroup.MatchString(v.IOMMUGroup)) {
+			return fmt.Errorf("device %s: vfio address %q or IOMMU group %q is malformed", d.Device, v.PCIBusID, v.IOMMUGroup)
+		}
+		if v.Driver != "vfio-pci" && v.Driver != "nvidia" {
+			return fmt.Errorf("device %s: vfio driver %q is neither vfio-pci nor nvidia", d.Device, v.Driver)
+		}
+		if v.GPU != nil && v.GPU.UUID != d.UUID {
+			return fmt.Errorf("device %s: vfio GPU %q is not the device's GPU %q", d.Device, v.GPU.UUID, d.UUID)
+		}
+	}
 	if sh := d.Sharing; sh != nil {
 		if sh.Strategy != configapi.TimeSlicingStrategy && sh.Strategy != configapi.MpsStrategy {
 			return fmt.Errorf("device %s: sharing strategy %q is unknown", d.Device, sh.Strategy)
@@ -111,6 +129,14 @@ func (c PreparedClaim) DeepCopy() PreparedClaim {
 			if d.Sharing != nil {
 				s := *d.Sharing
 				d.Sharing = &s
+			}
+			if d.Vfio != nil {
+				v := *d.Vfio
+				if v.GPU != nil {
+					g := *v.GPU // read-only once recorded; a shallow copy will do
+					v.GPU = &g
+				}
+				d.Vfio = &v
 			}
 			out.Devices[i] = d
 		}

@@ -26,6 +26,9 @@ import (
 //	    Decoded leniently: v1 readers always ignored fields they did not
 //	    know.
 //	v2: the RestorePending state; the claim is decoded strictly.
+//	v3: passthrough devices (the vfio field). An older driver must not
+//	    read such a record as a whole GPU: it would hand out a GPU that
+//	    is bound to vfio-pci. It leaves a newer record untouched instead.
 //
 // Put writes the oldest format that holds a record (writeFormat), not the
 // newest: a rollback to the release before, which reads only that older
@@ -36,9 +39,9 @@ import (
 // pkg/prepare/restore.go), which costs a MIG listing and loses nothing.
 const (
 	// FormatVersion is the newest format Open reads and Put writes.
-	FormatVersion = 2
+	FormatVersion = 3
 	// Version is the version string of FormatVersion.
-	Version = versionPrefix + "2"
+	Version = versionPrefix + "3"
 
 	versionPrefix = "gpu.nvidia.com/checkpoint/v"
 	// oldestFormat is the oldest format that is still read.
@@ -110,7 +113,7 @@ func decodeFile(data []byte) (PreparedClaim, error) {
 		return PreparedClaim{}, &NewerVersionError{Version: head.Version}
 	}
 	var f file
-	if err := decodeJSON(data, &f, n == FormatVersion); err != nil {
+	if err := decodeJSON(data, &f, n >= 2); err != nil {
 		return PreparedClaim{}, fmt.Errorf("decode: %w", err)
 	}
 	if crc32.ChecksumIEEE(f.Claim) != f.Checksum {
@@ -130,6 +133,11 @@ func decodeFile(data []byte) (PreparedClaim, error) {
 // it. A RestorePending record needs v2: a v1 reader would find no valid
 // state in it and move it aside.
 func writeFormat(c PreparedClaim) int {
+	for _, d := range c.Devices {
+		if d.Vfio != nil {
+			return 3
+		}
+	}
 	if c.State == RestorePending {
 		return 2
 	}
@@ -140,18 +148,23 @@ func writeFormat(c PreparedClaim) int {
 //
 // v1 was written by several commits with growing field sets, all of them
 // subsets of today's fields, and is decoded leniently, as v1 readers always
-// did. The current format is decoded strictly: a field this code does not
+// did. v2 and later are decoded strictly: a field this code does not
 // know means the record is not what its version says.
 func decodeClaim(n int, payload []byte) (PreparedClaim, error) {
 	if err := checkPresent(payload); err != nil {
 		return PreparedClaim{}, err
 	}
 	var c PreparedClaim
-	if err := decodeJSON(payload, &c, n == FormatVersion); err != nil {
+	if err := decodeJSON(payload, &c, n >= 2); err != nil {
 		return PreparedClaim{}, fmt.Errorf("decode claim: %w", err)
 	}
 	if n < 2 && c.State == RestorePending {
 		return PreparedClaim{}, fmt.Errorf("state %s does not exist in format v%d", c.State, n)
+	}
+	for i, d := range c.Devices {
+		if n < 3 && d.Vfio != nil {
+			return PreparedClaim{}, fmt.Errorf("devices[%d]: vfio does not exist in format v%d", i, n)
+		}
 	}
 	return c, nil
 }

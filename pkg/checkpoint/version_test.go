@@ -18,6 +18,8 @@ const (
 	v1 = "gpu.nvidia.com/checkpoint/v1"
 	v2 = "gpu.nvidia.com/checkpoint/v2"
 	v3 = "gpu.nvidia.com/checkpoint/v3"
+	// vNewer is a format newer than this driver's.
+	vNewer = "gpu.nvidia.com/checkpoint/v4"
 )
 
 // writeEnvelope writes a file of any version around a hand-written claim,
@@ -32,7 +34,7 @@ func writeEnvelope(t *testing.T, dir, name, version, payload, extra string) []by
 }
 
 func TestVersionConstants(t *testing.T) {
-	if Version != v2 || Version != versionPrefix+strconv.Itoa(FormatVersion) {
+	if Version != v3 || Version != versionPrefix+strconv.Itoa(FormatVersion) {
 		t.Fatalf("Version %q, FormatVersion %d", Version, FormatVersion)
 	}
 	if n, ok := parseVersion(Version); !ok || n != FormatVersion {
@@ -120,7 +122,8 @@ func TestVersionStrings(t *testing.T) {
 	for version, want := range map[string]string{
 		v1:                                      "loaded",
 		v2:                                      "loaded",
-		v3:                                      "newer",
+		v3:                                      "loaded",
+		vNewer:                                  "newer",
 		"gpu.nvidia.com/checkpoint/v10":         "newer",
 		"gpu.nvidia.com/checkpoint/v123456789":  "newer",
 		"gpu.nvidia.com/checkpoint/v0":          "aside",
@@ -213,4 +216,43 @@ func TestDecodingByVersion(t *testing.T) {
 			t.Fatalf("a v1 record cannot be RestorePending: loaded %d, %+v", len(s.List()), rec)
 		}
 	})
+}
+
+// A record with a passthrough device is written as v3, so that the release
+// before (v2) leaves it alone instead of taking the GPU for an idle whole
+// GPU; v1 and v2 files cannot carry one.
+func TestVfioRecordIsV3(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := reopen(t, dir)
+	c := PreparedClaim{UID: "u-vm", State: PrepareCompleted, Devices: []PreparedDevice{{
+		Pool: "n1", Device: "gpu-0-vfio", Type: "gpu", UUID: "GPU-1",
+		Vfio: &VfioRecord{PCIBusID: "0000:18:00.0", IOMMUGroup: "40", Driver: "vfio-pci"},
+	}}}
+	if err := s.Put(c); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "u-vm.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"version":"`+v3+`"`) {
+		t.Fatalf("written as %s", data)
+	}
+	s2, _ := reopen(t, dir)
+	if got, ok := s2.Get("u-vm"); !ok || got.Devices[0].Vfio == nil || got.Devices[0].Vfio.Driver != "vfio-pci" {
+		t.Fatalf("read back %+v %v", got, ok)
+	}
+	for _, v := range []string{v1, v2} {
+		d := t.TempDir()
+		writeEnvelope(t, d, "u1.json", v, `{"uid":"u1","state":"PrepareCompleted","devices":[{"pool":"n1","device":"gpu-0-vfio","type":"gpu","uuid":"GPU-1","vfio":{"pciBusID":"0000:18:00.0","driver":"vfio-pci"}}]}`, "")
+		if s, rec := reopen(t, d); len(s.List()) != 0 || len(rec.MovedAside) != 1 {
+			t.Fatalf("%s record with vfio loaded", v)
+		}
+	}
+	bad := c
+	bad.Devices = []PreparedDevice{c.Devices[0]}
+	bad.Devices[0].Vfio = &VfioRecord{PCIBusID: "../../x", Driver: "vfio-pci"}
+	if err := bad.Validate(); err == nil {
+		t.Fatal("a malformed PCI address validated")
+	}
 }

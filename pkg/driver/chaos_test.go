@@ -55,6 +55,8 @@ type chaosNode struct {
 	// Instance names the plugin's socket directories, so that two
 	// instances can serve at once as in a rolling update.
 	Instance string `json:"instance,omitempty"`
+	// Passthrough offers every GPU for passthrough (chaos_vfio_test.go).
+	Passthrough bool `json:"passthrough,omitempty"`
 }
 
 // runPluginChildIfRequested turns the test binary into a plugin process
@@ -89,7 +91,8 @@ func runPluginChildIfRequested() {
 	d, err := Start(ctx, Config{
 		DriverName: testDriver, NodeName: testNode, Client: fakeapi.NewClientset(objects...), Backend: be,
 		StateDir: state, CDIDir: filepath.Join(root, "cdi"), PluginDir: filepath.Join(root, "plugin"+cfg.Instance), RegistrarDir: filepath.Join(root, "registry"+cfg.Instance),
-		Publish:           resourceslices.Options{DynamicMIG: true, FractionalMemory: len(cfg.FractionalGPUs) > 0, FractionalGPUs: cfg.FractionalGPUs},
+		Publish: resourceslices.Options{DynamicMIG: true, FractionalMemory: len(cfg.FractionalGPUs) > 0, FractionalGPUs: cfg.FractionalGPUs,
+			Passthrough: resourceslices.PassthroughSelector{All: cfg.Passthrough}},
 		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ package driver
 
 import (
 	"fmt"
+	"slices"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
@@ -27,6 +28,7 @@ import (
 // their claims keep their devices and can be unprepared. The plugin and
 // --print-slices both use it.
 func DeviceTable(inv *nvdev.Inventory, o resourceslices.Options, records []checkpoint.PreparedClaim) resourceslices.Table {
+	inv = WithPassthroughGPUs(inv, records)
 	o.DynamicParents = map[string]bool{}
 	o.HeldMigProfiles = map[string][]string{}
 	o.HeldMonitors = map[string]bool{}
@@ -42,6 +44,34 @@ func DeviceTable(inv *nvdev.Inventory, o resourceslices.Options, records []check
 		}
 	}
 	return resourceslices.NewTable(inv, o)
+}
+
+// WithPassthroughGPUs is inv plus the GPUs that records hand to a VM and
+// that NVML therefore does not see (bound to vfio-pci), as NVML described
+// them before: they stay published, with their other devices, so that the
+// claim can be unprepared and the GPU used again once it is back. Such a
+// GPU has no NVML handle until then (prepare.unbindVFIO and the health
+// monitor look it up). inv itself is not changed.
+func WithPassthroughGPUs(inv *nvdev.Inventory, records []checkpoint.PreparedClaim) *nvdev.Inventory {
+	seen := map[string]bool{}
+	for _, g := range inv.GPUs {
+		seen[g.UUID] = true
+	}
+	out := *inv
+	out.GPUs = slices.Clone(inv.GPUs)
+	for _, rec := range records {
+		for _, d := range rec.Devices {
+			if d.Vfio == nil || d.Vfio.GPU == nil || seen[d.Vfio.GPU.UUID] {
+				continue
+			}
+			g := *d.Vfio.GPU
+			g.Device = nil
+			seen[g.UUID] = true
+			out.GPUs = append(out.GPUs, &g)
+		}
+	}
+	slices.SortStableFunc(out.GPUs, func(a, b *nvdev.GPU) int { return a.Minor - b.Minor })
+	return &out
 }
 
 // tableRecords are the records the device table keeps offered: every

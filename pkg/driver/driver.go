@@ -131,7 +131,15 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, err
 	}
 	specs, _ := writer.List() // RecoverLocal reports what it cannot read
-	table := DeviceTable(cfg.Backend.Inventory, cfg.Publish, tableRecords(store, specs))
+	records := tableRecords(store, specs)
+	if u := cfg.Publish.Passthrough.Unmatched(WithPassthroughGPUs(cfg.Backend.Inventory, records)); len(u) > 0 {
+		return nil, fmt.Errorf("--passthrough-gpus names %v, which match no GPU of this node: name GPUs by PCI address (0000:3b:00.0) or minor number, or use 'all' (chart value passthrough.gpus)", u)
+	}
+	for _, err := range resourceslices.CheckPassthrough(WithPassthroughGPUs(cfg.Backend.Inventory, records), cfg.Publish) {
+		logger.Info("GPU selected by --passthrough-gpus is not offered for passthrough", "reason", err)
+	}
+	writer.VFIO = cdi.VFIOOptions{SimulatedDevDir: cfg.Backend.VFIODevDir, Resource: "vfio." + cfg.DriverName}
+	table := DeviceTable(cfg.Backend.Inventory, cfg.Publish, records)
 	resources := table.Resources(cfg.NodeName)
 	if err := resourceslices.Validate(resources); err != nil {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
@@ -145,6 +153,9 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		Store: store, CDI: writer, Status: d.status,
 		Sharing: sharingConfig(cfg), Fence: fence,
 		BootID: readBootID(logger, cmp.Or(cfg.BootIDFile, cfg.Backend.BootIDFile)),
+		// Always set, so that a GPU a record holds for a VM is bound back
+		// even after passthrough was turned off.
+		Passthrough: &prepare.PassthroughConfig{Host: cfg.Backend.VFIO, Lookup: cfg.Backend.NVML.DeviceGetHandleByUUID},
 	})
 	report := d.state.RecoverLocal(ctx)
 	recovered = true

@@ -58,7 +58,9 @@ type node struct {
 	migProfiles []string
 	// noMonitors is --monitor-devices=false, passed at every start.
 	noMonitors bool
-	health     HealthConfig
+	// passthrough is --passthrough-gpus, passed at every start.
+	passthrough resourceslices.PassthroughSelector
+	health      HealthConfig
 	// podUID turns on the helper's rolling updates, as the chart does
 	// (POD_UID): the sockets then carry the UID in their names.
 	podUID types.UID
@@ -112,7 +114,7 @@ func (n *node) startDriver(ctx context.Context, dirs inode.Dirs, client kubernet
 	d, err := Start(ctx, Config{
 		DriverName: testDriver, NodeName: testNode, Client: client, Backend: be, MPSRunner: n.mpsRunner,
 		StateDir: dirs.State, CDIDir: dirs.CDI, PluginDir: dirs.Plugin, RegistrarDir: dirs.Registry,
-		Publish:           resourceslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional, MigProfiles: n.migProfiles, NoMonitorDevices: n.noMonitors},
+		Publish:           resourceslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional, MigProfiles: n.migProfiles, NoMonitorDevices: n.noMonitors, Passthrough: n.passthrough},
 		Health:            n.health,
 		RollingUpdateUID:  n.podUID,
 		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	metadatav1beta1 "k8s.io/dynamic-resource-allocation/api/metadata/v1beta1"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -117,6 +118,11 @@ func (m *deviceMetadata) attributes(rec checkpoint.PreparedDevice) map[string]re
 	if rec.Mig != nil {
 		setString(attrs, resourceslices.AttrParentUUID, rec.Mig.ParentUUID)
 		setString(attrs, resourceslices.AttrProfile, rec.Mig.Profile)
+	}
+	if v := rec.Vfio; v != nil {
+		// What KubeVirt's DRA support reads to find the host device.
+		setString(attrs, string(deviceattribute.StandardDeviceAttributePCIBusID), v.PCIBusID)
+		setString(attrs, resourceslices.AttrIOMMUGroup, v.IOMMUGroup)
 	}
 	if mem, ok := pub.Capacity[resourceslices.CapMemory]; ok {
 		attrs[MetaAttrMemory] = intAttr(mem.Value.Value())

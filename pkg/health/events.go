@@ -46,6 +46,10 @@ func (m *Monitor) watchEvents(ctx context.Context) {
 	}()
 	registered := 0
 	for _, g := range m.gpus() {
+		if g.dev == nil {
+			logger.Info("GPU is passed through to a VM; its events go unseen until the plugin restarts with it back", "gpu", g.uuid)
+			continue
+		}
 		supported, ret := g.dev.GetSupportedEventTypes()
 		if ret != nvml.SUCCESS {
 			logger.Info("Cannot read the GPU's supported NVML events; its XIDs go unseen", "gpu", g.uuid, "err", nvml.ErrorString(ret))

@@ -53,6 +53,11 @@ type Monitor struct {
 	InstanceOf func(device string) (gi, ci uint32, ok bool)
 	// OnXID is called for every XID event (ignored ones too).
 	OnXID func(uuid string, xid uint64, ignored bool)
+	// Passthrough reports whether a GPU is handed to a VM on purpose (a
+	// checkpoint record holds it for vfio-pci, from before the first
+	// sysfs write until NVML sees it again): NVML cannot reach it then,
+	// which is no fault. Nil: none is.
+	Passthrough func(uuid string) bool
 
 	now   func() time.Time
 	state *faults
@@ -65,6 +70,8 @@ type Monitor struct {
 	// pendingSeen marks GPUs without faults whose recovery action was
 	// pending at the last poll.
 	pendingSeen map[string]bool
+	// handles are the handles looked up for GPUs published without one.
+	handles sync.Map
 }
 
 // New returns a monitor with production intervals.
@@ -144,6 +151,24 @@ func (m *Monitor) gpus() []gpu {
 	return out
 }
 
+// nvmlHandle is the GPU's NVML handle. A GPU that a restarted plugin publishes
+// from its passthrough record has none until it is bound to nvidia again;
+// it is looked up then, and its events go unseen until the next start.
+func (m *Monitor) nvmlHandle(g gpu) nvml.Device {
+	if g.dev != nil || m.Lib == nil {
+		return g.dev
+	}
+	if h, ok := m.handles.Load(g.uuid); ok {
+		return h.(nvml.Device)
+	}
+	h, ret := m.Lib.DeviceGetHandleByUUID(g.uuid)
+	if ret != nvml.SUCCESS {
+		return nil
+	}
+	m.handles.Store(g.uuid, h)
+	return h
+}
+
 // Run watches events and polls until ctx ends.
 func (m *Monitor) Run(ctx context.Context) {
 	m.init()
@@ -170,6 +195,14 @@ func (m *Monitor) Poll(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	changed := false
 	for _, g := range m.gpus() {
+		if m.Passthrough != nil && m.Passthrough(g.uuid) {
+			// Neither lost nor recovered: its faults (if any) stay as
+			// they were until it is back.
+			continue
+		}
+		if g.dev = m.nvmlHandle(g); g.dev == nil {
+			continue
+		}
 		_, ret := g.dev.GetMemoryInfo()
 		switch ret {
 		case nvml.ERROR_GPU_IS_LOST:

@@ -310,3 +310,25 @@ func TestReadyWithoutEventSets(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A GPU bound to vfio-pci on purpose leaves NVML (GPU_IS_LOST on its
+// handle), which is neither a fault nor a loss; the same GPU gone without
+// a passthrough record is lost.
+func TestPassthroughGPUIsNotLost(t *testing.T) {
+	var away sync.Map
+	f := start(t, func(m *Monitor) {
+		m.Passthrough = func(uuid string) bool { _, ok := away.Load(uuid); return ok }
+	})
+	away.Store(f.uuid[0], true)
+	if err := f.sim.VFIO().Bind(simulate.PCIBusID(0), "vfio-pci"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // several polls
+	f.waitFor(t, allHealthy)
+	away.Delete(f.uuid[0])
+	f.waitFor(t, "gpu-0=gpu-lost gpu-1=ok gpu-1-mig-a=ok gpu-1-mig-b=ok")
+	if err := f.sim.VFIO().Bind(simulate.PCIBusID(0), "nvidia"); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFor(t, allHealthy)
+}

@@ -8,6 +8,8 @@ package nvdev
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,9 +34,12 @@ type GPU struct {
 	// does not answer while MIG mode is on).
 	Multiprocessors int
 
-	PCIBusID   string // sysfs form, e.g. "0000:3b:00.0"
-	PCIeRoot   string // e.g. "pci0000:30"; empty when sysfs has no answer
-	NUMANode   *int
+	PCIBusID string // sysfs form, e.g. "0000:3b:00.0"
+	PCIeRoot string // e.g. "pci0000:30"; empty when sysfs has no answer
+	NUMANode *int
+	// IOMMUGroup is the GPU's IOMMU group (sysfs iommu_group); empty when
+	// the IOMMU is off. Passthrough needs it (pkg/vfio).
+	IOMMUGroup string
 	MigCapable bool
 	MigEnabled bool
 	// MigModeChangeNeedsReset is true where switching MIG mode requires a
@@ -201,6 +206,9 @@ func describeGPU(lib nvml.Interface, dev nvml.Device, opts Options) (*GPU, error
 		if attr, err := deviceattribute.GetNUMANodeAttributeByPCIBusID(g.PCIBusID, deviceattribute.ScalarAttribute, fsMod); err == nil && attr.Value.IntValue != nil {
 			n := int(*attr.Value.IntValue)
 			g.NUMANode = &n
+		}
+		if target, err := os.Readlink(filepath.Join(opts.SysfsRoot, "bus", "pci", "devices", g.PCIBusID, "iommu_group")); err == nil {
+			g.IOMMUGroup = filepath.Base(target)
 		}
 	}
 	return g, nil

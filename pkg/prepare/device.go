@@ -14,6 +14,11 @@ import (
 // configureDevice does the device-side work of prepare. The caller holds
 // the lock of the device's GPU.
 func (s *State) configureDevice(rec *checkpoint.PreparedDevice, dev *AllocatableDevice) error {
+	if dev.GPU.Device == nil && dev.Kind != configapi.VFIO {
+		// Published from a passthrough record (pkg/driver
+		// WithPassthroughGPUs); reserve keeps claims off it until then.
+		return fmt.Errorf("GPU %s is bound to vfio-pci for a VM; NVML cannot reach it until it is back", dev.GPU.PCIBusID)
+	}
 	switch dev.Kind {
 	case configapi.WholeGPU:
 		// Admin access watches the GPU and changes nothing on it: it may
@@ -33,6 +38,8 @@ func (s *State) configureDevice(rec *checkpoint.PreparedDevice, dev *Allocatable
 		}
 		rec.UUID, rec.Mig.GIID, rec.Mig.CIID = inst.UUID, inst.GIID, inst.CIID
 		return nil
+	case configapi.VFIO:
+		return s.bindVFIO(rec, dev)
 	default:
 		return nil
 	}
@@ -41,11 +48,14 @@ func (s *State) configureDevice(rec *checkpoint.PreparedDevice, dev *Allocatable
 // releaseDevice undoes configureDevice. It is idempotent: it runs again
 // after a crash, and on records of devices that were never created.
 func (s *State) releaseDevice(rec checkpoint.PreparedDevice) error {
+	if rec.Vfio != nil {
+		return s.unbindVFIO(rec)
+	}
 	if rec.Mig == nil || !rec.Mig.Dynamic || rec.Mig.GIID < 0 {
 		return nil
 	}
 	dev, ok := s.Devices[rec.Device]
-	if !ok {
+	if !ok || dev.GPU.Device == nil {
 		return fmt.Errorf("device is no longer published; its MIG instance is cleaned up at the next start")
 	}
 	if err := mig.DestroyAt(dev.GPU.Device, dev.Placement, rec.Mig.GIID, rec.Mig.CIID); err != nil {

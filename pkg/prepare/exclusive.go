@@ -41,7 +41,13 @@ func overlaps(a, b *AllocatableDevice) bool {
 }
 
 func conflict(a, b heldDevice) bool {
-	if a.admin || b.admin || !overlaps(a.dev, b.dev) {
+	if !overlaps(a.dev, b.dev) {
+		return false
+	}
+	if isVFIO(a) || isVFIO(b) {
+		return true // passthrough.go
+	}
+	if a.admin || b.admin {
 		return false
 	}
 	return !(a.share && b.share && a.dev.Name == b.dev.Name)

@@ -82,6 +82,8 @@ type node struct {
 	store   *checkpoint.Store
 	status  *recordingStatus
 	state   *State
+	// passthrough, when set, is the State's (passthrough_test.go).
+	passthrough *PassthroughConfig
 }
 
 // newNode simulates profile (e.g. "h100x2"). Every GPU is published whole
@@ -147,9 +149,11 @@ func (n *node) restart() {
 	n.store, n.cdi, n.status = store, w, &recordingStatus{}
 	n.state = New(Config{
 		DriverName: testDriver, PoolName: testPool, Devices: n.devices, Store: store, CDI: w, Status: n.status,
-		Sharing: &SharingConfig{TimeSlicer: n.sim, NodeName: testPool, Allowed: map[configapi.SharingStrategy]bool{configapi.TimeSlicingStrategy: true}},
-		BootID:  n.sim.BootID(),
+		Sharing:     &SharingConfig{TimeSlicer: n.sim, NodeName: testPool, Allowed: map[configapi.SharingStrategy]bool{configapi.TimeSlicingStrategy: true}},
+		BootID:      n.sim.BootID(),
+		Passthrough: n.passthrough,
 	})
+	w.VFIO = cdi.VFIOOptions{SimulatedDevDir: filepath.Join(n.sim.Dir, "dev", "vfio"), Resource: "vfio." + testDriver}
 }
 
 func (n *node) uuid(minor int) string { return n.inv.GPUs[minor].UUID }

@@ -107,3 +107,18 @@ func (s *State) holdAll() {
 	s.held = held
 	s.mu.Unlock()
 }
+
+// PassthroughHeld reports whether a record holds GPU uuid for a virtual
+// machine (passthrough.go): from the record written before its first sysfs
+// write until the one deleted once NVML sees the GPU again. NVML cannot
+// reach such a GPU, and the health monitor must not take that for a fault.
+func (s *State) PassthroughHeld(uuid string) bool {
+	for _, rec := range s.owners().records {
+		for _, d := range rec.Devices {
+			if d.Vfio != nil && d.UUID == uuid {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -70,7 +70,7 @@ func TestRestartWithALostDeviceKeepsTheClaim(t *testing.T) {
 	}
 }
 
-// writeNewerRecord writes a record as a newer driver (format v3) would:
+// writeNewerRecord writes a record as a newer driver (format v4) would:
 // the current fields plus one this driver does not know.
 func writeNewerRecord(t *testing.T, n *node, rec checkpoint.PreparedClaim) {
 	t.Helper()
@@ -79,7 +79,7 @@ func writeNewerRecord(t *testing.T, n *node, rec checkpoint.PreparedClaim) {
 		t.Fatal(err)
 	}
 	payload = append(payload[:len(payload)-1], []byte(`,"leaseEpoch":7}`)...)
-	data, err := json.Marshal(map[string]any{"version": "gpu.nvidia.com/checkpoint/v3", "checksum": crc32.ChecksumIEEE(payload), "claim": json.RawMessage(payload)})
+	data, err := json.Marshal(map[string]any{"version": "gpu.nvidia.com/checkpoint/v4", "checksum": crc32.ChecksumIEEE(payload), "claim": json.RawMessage(payload)})
 	if err != nil {
 		t.Fatal(err)
 	}

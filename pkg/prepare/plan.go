@@ -97,6 +97,8 @@ func newRecord(r resourceapi.DeviceRequestAllocationResult, dev *AllocatableDevi
 	case configapi.DynamicMIG:
 		rec.UUID = "" // known once created
 		rec.Mig = &checkpoint.MigRecord{ParentUUID: dev.GPU.UUID, Profile: dev.Placement.Profile.Name, Start: dev.Placement.Start, Size: dev.Placement.Size, Dynamic: true, GIID: -1, CIID: -1}
+	case configapi.VFIO:
+		rec.Vfio = vfioRecord(dev)
 	}
 	return rec
 }
@@ -118,6 +120,9 @@ func cdiDevices(records []checkpoint.PreparedDevice, planned []plannedDevice) []
 		if p.device.Kind.IsMIG() {
 			d.ParentUUID = p.device.GPU.UUID
 			d.MigProfile = p.device.Placement.Profile.Name
+		}
+		if v := records[i].Vfio; v != nil {
+			d.VFIO = &cdi.VFIO{PCIBusID: v.PCIBusID, IOMMUGroup: v.IOMMUGroup}
 		}
 		out = append(out, d)
 	}

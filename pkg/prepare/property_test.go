@@ -428,7 +428,7 @@ func (p *prop) downgrade() {
 		p.t.Fatal(err)
 	}
 	payload := append(append([]byte{}, f.Claim[:len(f.Claim)-1]...), []byte(`,"leaseEpoch":3}`)...)
-	data, _ := json.Marshal(map[string]any{"version": "gpu.nvidia.com/checkpoint/v3", "checksum": crc32.ChecksumIEEE(payload), "claim": json.RawMessage(payload)})
+	data, _ := json.Marshal(map[string]any{"version": "gpu.nvidia.com/checkpoint/v4", "checksum": crc32.ChecksumIEEE(payload), "claim": json.RawMessage(payload)})
 	if err := os.WriteFile(p.recordPath(lc.c.UID), data, 0o600); err != nil {
 		p.t.Fatal(err)
 	}

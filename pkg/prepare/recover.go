@@ -236,7 +236,9 @@ func (s *State) destroyUnownedMig(logger klog.Logger, report *RecoveryReport) in
 		// Every GPU offered for dynamic MIG, including those (Ampere) not
 		// also published whole. A failure on one GPU leaves the others.
 		gpu := dev.GPU
-		if dev.Kind != configapi.DynamicMIG || seen[gpu.UUID] {
+		if dev.Kind != configapi.DynamicMIG || seen[gpu.UUID] || gpu.Device == nil {
+			// No handle: the GPU is a VM's (passthrough.go), and has no
+			// MIG device NVML could list.
 			continue
 		}
 		seen[gpu.UUID] = true

@@ -97,6 +97,9 @@ func (s *State) configuredAway(rec checkpoint.PreparedClaim) bool {
 		return true
 	}
 	for _, d := range rec.Devices {
+		if s.vfioAway(d) {
+			return true
+		}
 		dev, ok := s.Devices[d.Device]
 		if !ok || d.Mig == nil {
 			continue

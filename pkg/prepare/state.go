@@ -73,6 +73,8 @@ type Config struct {
 	// they were prepared in, so that a start after a reboot restores them
 	// (restore.go). Empty when unknown.
 	BootID string
+	// Passthrough is nil on nodes that offer no GPU for passthrough.
+	Passthrough *PassthroughConfig
 }
 
 // State prepares and unprepares claims on one node.
@@ -262,6 +264,9 @@ func (s *State) lockRecordDevices(rec checkpoint.PreparedClaim) func() {
 func (s *State) undo(rec checkpoint.PreparedClaim) error { return s.undoAs(rec, false) }
 
 func (s *State) undoAs(rec checkpoint.PreparedClaim, atStart bool) error {
+	if err := s.markUnbinding(&rec); err != nil {
+		return err
+	}
 	if err := s.CDI.Remove(rec.UID); err != nil {
 		return err
 	}
@@ -272,9 +277,10 @@ func (s *State) undoAs(rec checkpoint.PreparedClaim, atStart bool) error {
 		if err := s.releaseSharing(rec.UID, d.Sharing); err != nil {
 			return fmt.Errorf("device %s: %w", d.Device, err)
 		}
-		if _, ok := s.Devices[d.Device]; !ok {
+		if _, ok := s.Devices[d.Device]; !ok && d.Vfio == nil {
 			// The GPU is gone (e.g. fell off the bus); whatever was made on
 			// it went with it, or is destroyed as unowned when it returns.
+			// A passthrough GPU is bound back from its record alone.
 			continue
 		}
 		if err := s.releaseDevice(d); err != nil {

@@ -142,6 +142,9 @@ type Options struct {
 	// the list changed can still be unprepared (and restored after a
 	// reboot), and the scheduler keeps counting what it occupies.
 	HeldMigProfiles map[string][]string
+	// Passthrough selects the GPUs that are also published as vfio
+	// devices for virtual machines (passthrough.go).
+	Passthrough PassthroughSelector
 }
 
 // Mode is how one GPU is published.

@@ -47,7 +47,9 @@ type Table struct {
 func NewTable(inv *nvdev.Inventory, o Options) Table {
 	var t Table
 	for _, g := range inv.GPUs {
-		switch ModeOf(g, o) {
+		m := ModeOf(g, o)
+		var migSet *resourceapi.CounterSet
+		switch m {
 		case Whole:
 			t.Entries = append(t.Entries, Entry{Device: gpuDevice(inv, g), Kind: configapi.WholeGPU, GPU: g})
 		case Shareable:
@@ -65,6 +67,10 @@ func NewTable(inv *nvdev.Inventory, o Options) Table {
 			set, entries := partitionableDevices(inv, g, o.dynamicProfiles(g))
 			t.CounterSets = append(t.CounterSets, set)
 			t.Entries = append(t.Entries, entries...)
+			migSet = &set
+		}
+		if passthroughOffered(g, m, o) {
+			t.addPassthrough(inv, g, m, migSet)
 		}
 	}
 	t.Entries = profileMajor(t.Entries)

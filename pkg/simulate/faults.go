@@ -26,6 +26,7 @@ import (
 //	                and MIG instance creation and destruction fail with
 //	                NO_PERMISSION, as they do without CAP_SYS_ADMIN or the
 //	                mig/config capability
+//	sysfs-delay-ms  every simulated sysfs write (sysfs.go) takes this long
 //
 // Queries that identify a GPU (index, minor number, UUID) keep working, so
 // that discovery can name the GPU it leaves out. Markers made through these
@@ -99,6 +100,10 @@ const faultsRecheck = time.Second
 // fault is the return code every query on a GPU fails with, SUCCESS when
 // none is injected.
 func (s *Simulator) fault(uuid string) nvml.Return {
+	if s.unboundUUID(uuid) {
+		// Unbound from nvidia (sysfs.go): the driver no longer has it.
+		return nvml.ERROR_GPU_IS_LOST
+	}
 	if !s.anyFaults() {
 		return nvml.SUCCESS
 	}

@@ -76,6 +76,10 @@ func (s *Simulator) Reboot() error {
 	if err := s.clearBootFaults(); err != nil {
 		return err
 	}
+	// Every GPU comes up bound to nvidia (sysfs.go).
+	if err := s.rebindAll(); err != nil {
+		return fmt.Errorf("reset simulated PCI bindings: %w", err)
+	}
 	if err := s.markRebooted(); err != nil {
 		return err
 	}

@@ -39,6 +39,8 @@ type Simulator struct {
 	rebooted atomic.Bool
 	// devNodes: MakeDeviceNodes was called (devnodes.go).
 	devNodes atomic.Bool
+	// pci holds each GPU's driver binding (sysfs.go).
+	pci *pciState
 }
 
 // GPUsPerPCIeRoot is how many simulated GPUs share a PCIe root complex; two
@@ -61,7 +63,7 @@ func New(profile Profile, nodeName, dir string) (*Simulator, error) {
 		configs[i] = profile.GPU
 	}
 	srv := server.NewServerWithGPUs(DriverVersion, NVMLVersion, CudaDriverVersion, configs...)
-	sim := &Simulator{Server: srv, Profile: profile, Dir: dir}
+	sim := &Simulator{Server: srv, Profile: profile, Dir: dir, pci: &pciState{driver: map[string]string{}}}
 	if err := sim.loadBootID(); err != nil {
 		return nil, err
 	}
@@ -80,6 +82,7 @@ func New(profile Profile, nodeName, dir string) (*Simulator, error) {
 		return nil, fmt.Errorf("simulated procfs: %w", err)
 	}
 	sim.wireEvents()
+	sim.wirePCI() // before wireMig, whose UUID lookup falls back to it
 	if err := sim.wireMig(); err != nil {
 		return nil, err
 	}
@@ -181,6 +184,7 @@ func (s *Simulator) wireDevice(dev *server.Device) {
 		return nvml.DeviceAttributes{}, nvml.ERROR_NOT_SUPPORTED
 	}
 	dev.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return false, nvml.SUCCESS }
+	s.wireProcesses(dev)
 }
 
 // SMs is the number of SMs of a simulated GPU.
@@ -237,15 +241,10 @@ func (s *Simulator) writeSysfs(index int, busID string) error {
 	if err != nil {
 		return err
 	}
-	link := filepath.Join(linkDir, busID)
-	if cur, err := os.Readlink(link); err == nil && cur == rel {
-		return nil
+	if err := symlinkIfChanged(rel, filepath.Join(linkDir, busID)); err != nil {
+		return err
 	}
-	_ = os.Remove(link)
-	if err := os.Symlink(rel, link); err != nil {
-		return fmt.Errorf("create simulated sysfs link: %w", err)
-	}
-	return nil
+	return s.writePCIBinding(index, busID, devDir)
 }
 
 func writeIfChanged(path string, data []byte) error {

@@ -28,13 +28,20 @@ const (
 	// Monitor is a GPU's monitor device: the GPU, for admin access only;
 	// preparing it changes nothing.
 	Monitor DeviceKind = "monitor"
+	// VFIO is a whole GPU handed to a virtual machine: prepare binds it to
+	// vfio-pci, unprepare back to nvidia. It is published beside the GPU's
+	// other devices (docs/passthrough.md) and configured by GpuConfig,
+	// which may not ask for sharing on it.
+	VFIO DeviceKind = "vfio"
 )
 
 // IsMIG reports whether the device is a MIG device, static or dynamic.
 func (k DeviceKind) IsMIG() bool { return k == MIG || k == DynamicMIG }
 
 // ConfigType is the kind configs are checked against and checkpoint records
-// hold: MIG for MIG devices, WholeGPU for whole GPUs and monitor devices.
+// hold: MIG for MIG devices, WholeGPU for whole GPUs, monitor devices and
+// passthrough (VFIO) devices; a record tells a passthrough device by its
+// vfio field (pkg/checkpoint).
 func (k DeviceKind) ConfigType() DeviceKind {
 	if k.IsMIG() {
 		return MIG
@@ -52,10 +59,10 @@ func (k DeviceKind) ConfigKind() string {
 }
 
 // Attribute is the value of the `type` attribute the device is published
-// with: "gpu", "mig" (static and dynamic) or "monitor".
+// with: "gpu", "mig" (static and dynamic), "monitor" or "vfio".
 func (k DeviceKind) Attribute() string {
-	if k == Monitor {
-		return string(Monitor)
+	if k == Monitor || k == VFIO {
+		return string(k)
 	}
 	return string(k.ConfigType())
 }

@@ -79,10 +79,25 @@ func TestDeviceKind(t *testing.T) {
 		{MIG, true, "mig", "mig", MigDeviceConfigKind},
 		{DynamicMIG, true, "mig", "mig", MigDeviceConfigKind},
 		{Monitor, false, "gpu", "monitor", GpuConfigKind},
+		{VFIO, false, "gpu", "vfio", GpuConfigKind},
 	} {
 		if tc.k.IsMIG() != tc.mig || string(tc.k.ConfigType()) != tc.configType || tc.k.Attribute() != tc.attribute ||
 			tc.k.ConfigKind() != tc.configKind || DefaultConfigFor(tc.k).Kind() != tc.configKind {
 			t.Errorf("%s: IsMIG %v, ConfigType %s, Attribute %s, ConfigKind %s", tc.k, tc.k.IsMIG(), tc.k.ConfigType(), tc.k.Attribute(), tc.k.ConfigKind())
 		}
+	}
+}
+
+// Sharing cannot apply to a GPU a VM owns; a plain GpuConfig can.
+func TestGpuConfigOnVFIO(t *testing.T) {
+	c := &GpuConfig{Sharing: &Sharing{Strategy: TimeSlicingStrategy}}
+	if err := c.AppliesTo(VFIO); err == nil || !strings.Contains(err.Error(), "leave out sharing") {
+		t.Fatalf("AppliesTo(VFIO) with sharing = %v", err)
+	}
+	if err := (&GpuConfig{}).AppliesTo(VFIO); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AppliesTo(WholeGPU); err != nil {
+		t.Fatal(err)
 	}
 }

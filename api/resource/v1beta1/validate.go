@@ -30,6 +30,10 @@ func (c *GpuConfig) AppliesTo(k DeviceKind) error {
 	if k.ConfigKind() != GpuConfigKind {
 		return fmt.Errorf("kind GpuConfig cannot configure a %s device: use kind MigDeviceConfig for MIG devices", k.ConfigType())
 	}
+	if k == VFIO && c.Sharing != nil {
+		// The VM owns the GPU: neither time-slicing nor MPS reaches it.
+		return fmt.Errorf("a vfio (passthrough) device goes whole to one virtual machine: leave out sharing")
+	}
 	return nil
 }
 
