@@ -20,6 +20,8 @@ type Totals struct {
 	MIG      int `json:"mig"`
 	Shared   int `json:"shared"`
 	Fraction int `json:"fraction"`
+	// Passthrough GPUs are bound to vfio-pci for a virtual machine.
+	Passthrough int `json:"passthrough"`
 	// Tainted GPUs are counted under their use as well.
 	Tainted int `json:"tainted"`
 }
@@ -37,6 +39,8 @@ func (t *Totals) add(g *GPU) {
 		t.Shared++
 	case Fraction:
 		t.Fraction++
+	case Passthrough:
+		t.Passthrough++
 	}
 	if len(g.Taints) > 0 {
 		t.Tainted++
@@ -117,10 +121,10 @@ func writeTotals(tw *tabwriter.Writer, what string, m map[string]Totals) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	fmt.Fprintf(tw, "%s\tGPUS\tFREE\tWHOLE\tMIG\tSHARED\tFRACTION\tTAINTED\n", what)
+	fmt.Fprintf(tw, "%s\tGPUS\tFREE\tWHOLE\tMIG\tSHARED\tFRACTION\tPASSTHROUGH\tTAINTED\n", what)
 	for _, k := range keys {
 		t := m[k]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", orDash(k), t.GPUs, t.Free, t.Whole, t.MIG, t.Shared, t.Fraction, t.Tainted)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", orDash(k), t.GPUs, t.Free, t.Whole, t.MIG, t.Shared, t.Fraction, t.Passthrough, t.Tainted)
 	}
 	_ = tw.Flush()
 }
@@ -139,6 +143,8 @@ func usageCell(g *GPU) string {
 		s = migCell(g)
 	case Fraction:
 		s = fractionCell(g)
+	case Passthrough:
+		s = "passthrough (vfio-pci) " + g.Holders[0].Owner()
 	}
 	if len(g.Monitors) > 0 {
 		s += "; monitored by " + strings.Join(g.Monitors, ",")

@@ -31,6 +31,8 @@ const (
 	MIG      Use = "mig"      // carved into MIG devices
 	Shared   Use = "shared"   // one claim's time-slicing or MPS, or several pods
 	Fraction Use = "fraction" // memory shares of a shareable GPU
+	// Passthrough: bound to vfio-pci for a virtual machine's claim.
+	Passthrough Use = "passthrough"
 )
 
 // GPU is one physical GPU of the fleet and how it is used.
@@ -131,7 +133,9 @@ func Usage(s *diagnose.Snapshot, f Filter) []GPU {
 			}
 			if r.typ != resourceslices.TypeMIG {
 				g.UUID = attrString(s.DriverName, d, resourceslices.AttrUUID)
-				g.Index, g.MemoryBytes = r.index, r.memory
+				if r.index >= 0 { // the passthrough device publishes no index
+					g.Index, g.MemoryBytes = r.index, r.memory
+				}
 			} else if g.UUID == "" {
 				g.UUID = strings.TrimPrefix(r.gpu, node+"/")
 			}
@@ -174,6 +178,8 @@ func Usage(s *diagnose.Snapshot, f Filter) []GPU {
 			case r.typ == resourceslices.TypeMIG:
 				h.Profile, h.Start, h.Size = r.profile, r.start, r.size
 				g.Use = MIG
+			case r.typ == resourceslices.TypeVFIO:
+				g.Use = Passthrough
 			case res.ShareID != nil:
 				if q, ok := res.ConsumedCapacity[resourceslices.CapMemory]; ok {
 					h.MemoryBytes = q.Value()
@@ -219,13 +225,14 @@ func Usage(s *diagnose.Snapshot, f Filter) []GPU {
 // describe reads what usage needs from one published device of the
 // driver: the GPU it belongs to (by UUID; a MIG device by its parent's),
 // its type, and for MIG devices their placement. Only the attributes that
-// stay published (type, uuid, parentUUID, profile, placement) are read;
-// a MIG device's profile falls back to its name.
+// stay published (type, uuid, parentUUID, profile) are read; a MIG
+// device's placement is read from its counters, and its profile falls
+// back to its name.
 func describe(driver, node string, d *resourceapi.Device, uuidByName map[string]string) *devRef {
 	typ := attrString(driver, d, resourceslices.AttrType)
 	r := &devRef{typ: typ, taints: d.Taints}
 	switch typ {
-	case resourceslices.TypeGPU, resourceslices.TypeMonitor:
+	case resourceslices.TypeGPU, resourceslices.TypeMonitor, resourceslices.TypeVFIO:
 		uuid := attrString(driver, d, resourceslices.AttrUUID)
 		if uuid == "" {
 			return nil
@@ -252,8 +259,13 @@ func describe(driver, node string, d *resourceapi.Device, uuidByName map[string]
 		if r.profile == "" {
 			r.profile = cleanProfile
 		}
-		r.start = int(attrInt(driver, d, resourceslices.AttrPlacementStart, int64(start)))
-		r.size = int(attrInt(driver, d, resourceslices.AttrPlacementSize, 1))
+		// A dynamic MIG device's placement is the memory slices it
+		// consumes; a static one consumes none, and its name gives the
+		// start.
+		r.start, r.size = int(start), 1
+		if st, sz, ok := resourceslices.MigPlacement(d); ok {
+			r.start, r.size = st, sz
+		}
 	default:
 		return nil
 	}

@@ -239,3 +239,25 @@ func TestUsageWithoutParentUUID(t *testing.T) {
 		t.Errorf("without parentUUID: %d GPUs, MIG ones %+v", len(gpus), u[MIG])
 	}
 }
+
+// A GPU a VM's claim holds through its passthrough device is shown as
+// passed through, with its index and memory from the GPU's own device.
+func TestUsagePassthrough(t *testing.T) {
+	s := snapshot(t)
+	c := schedtest.NewFromSlices(t, "n1", node(t, s, "n1", "h100x2", resourceslices.Options{Passthrough: resourceslices.PassthroughSelector{All: true}}))
+	hold(t, s, c, schedtest.Claim("vm", schedtest.Request("gpu", "vfio.gpu.nvidia.com", 1)), "vms", "virt-launcher-vm")
+	u := byUse(Usage(s, Filter{}))
+	if len(u[Passthrough]) != 1 || len(u[Free]) != 1 {
+		t.Fatalf("uses %v, want one passed-through GPU and one free", u)
+	}
+	g := u[Passthrough][0]
+	if g.Index != 0 || g.MemoryBytes == 0 || g.Holders[0].Owner() != "vms/virt-launcher-vm" {
+		t.Errorf("passed-through GPU %+v", g)
+	}
+	if cell := usageCell(&g); !strings.HasPrefix(cell, "passthrough (vfio-pci) vms/virt-launcher-vm") {
+		t.Errorf("cell %q", cell)
+	}
+	if r := NewReport(Usage(s, Filter{})); r.Total.Passthrough != 1 || r.Total.Free != 1 {
+		t.Errorf("totals %+v", r.Total)
+	}
+}

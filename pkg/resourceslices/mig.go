@@ -66,6 +66,33 @@ func ParseMigDeviceName(name string) (parentMinor int, profile string, start uin
 	return m, rest[:i], uint32(s), true
 }
 
+// MigPlacement reads a dynamic MIG device's placement from the memory
+// slices it consumes (its memory-slice-<i> counters): the first slice and
+// how many. MIG devices do not publish their placement as attributes
+// (MigDetails); ok is false for a device that consumes no memory slice (a
+// static MIG device, which the admin placed). Only for MIG devices: the
+// whole GPU of a dynamic-MIG GPU consumes every slice.
+func MigPlacement(d *resourceapi.Device) (start, size int, ok bool) {
+	start = -1
+	for _, c := range d.ConsumesCounters {
+		for name := range c.Counters {
+			rest, found := strings.CutPrefix(string(name), "memory-slice-")
+			if !found {
+				continue
+			}
+			i, err := strconv.Atoi(rest)
+			if err != nil {
+				continue
+			}
+			if start < 0 || i < start {
+				start = i
+			}
+			size++
+		}
+	}
+	return max(start, 0), size, size > 0
+}
+
 // counterSetName is the counter set of one GPU's partitionable resources.
 func counterSetName(minor int) string { return fmt.Sprintf("gpu-%d-counters", minor) }
 

@@ -98,3 +98,23 @@ func TestProfileMajorOrderAllocatesAsGPUMajor(t *testing.T) {
 		}
 	}
 }
+
+// A dynamic MIG device's placement is the memory slices it consumes, the
+// same as its name and its entry say.
+func TestMigPlacementFromCounters(t *testing.T) {
+	table := resourceslices.NewTable(simulatedInventory(t, "h100x1"), resourceslices.Options{DynamicMIG: true})
+	n := 0
+	for _, e := range table.Entries {
+		if e.Kind != "dynamic-mig" {
+			continue
+		}
+		n++
+		start, size, ok := resourceslices.MigPlacement(&e.Device)
+		if !ok || start != int(e.Start) || size != int(e.Size) {
+			t.Errorf("%s: placement %d+%d (%v), want %d+%d", e.Device.Name, start, size, ok, e.Start, e.Size)
+		}
+	}
+	if n != 25 {
+		t.Fatalf("%d placements, want 25", n)
+	}
+}
