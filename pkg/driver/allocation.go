@@ -101,6 +101,8 @@ func gpuAllocation(inv *nvdev.Inventory, records []checkpoint.PreparedClaim) []m
 // deviceMode is how one prepared device holds its GPU.
 func deviceMode(dev checkpoint.PreparedDevice) string {
 	switch {
+	case dev.Vfio != nil:
+		return metricname.ModePassthrough
 	case dev.Mig != nil:
 		return metricname.ModeMIG
 	case dev.ShareID != "":
@@ -116,6 +118,8 @@ func deviceMode(dev checkpoint.PreparedDevice) string {
 // gpuState orders the modes as metricname.LabelState documents.
 func gpuState(claims map[string]int) string {
 	switch {
+	case claims[metricname.ModePassthrough] > 0:
+		return metricname.StatePassthrough
 	case claims[metricname.ModeMIG] > 0:
 		return metricname.StateMIG
 	case claims[metricname.ModeFraction] > 0:

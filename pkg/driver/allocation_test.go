@@ -193,3 +193,15 @@ func TestGPUAllocationFromRecords(t *testing.T) {
 		t.Errorf("GPU 1 with a half-done prepare and an admin-access claim: %+v", g)
 	}
 }
+
+// A GPU a VM's claim holds through vfio-pci is in state passthrough, with
+// all its memory allocated.
+func TestGPUAllocationPassthrough(t *testing.T) {
+	inv := &nvdev.Inventory{GPUs: []*nvdev.GPU{{Minor: 0, UUID: "GPU-0", ProductName: "H", MemoryBytes: 80 << 30}}}
+	records := []checkpoint.PreparedClaim{{UID: "vm", State: checkpoint.PrepareCompleted, Devices: []checkpoint.PreparedDevice{
+		{Device: "gpu-0-vfio", UUID: "GPU-0", Vfio: &checkpoint.VfioRecord{}}}}}
+	got := gpuAllocation(inv, records)
+	if g := got[0]; g.State != metricname.StatePassthrough || g.Claims[metricname.ModePassthrough] != 1 || g.MemoryAllocatedBytes != 80<<30 {
+		t.Errorf("GPU 0 passed through: %+v", g)
+	}
+}

@@ -58,7 +58,8 @@ const (
 	// LabelState labels GPUState: what the GPU is used as now. A GPU
 	// with MIG devices in use is StateMIG, else one with memory-fraction
 	// shares StateFraction, else one shared by time-slicing or MPS
-	// StateShared, else one held whole StateWhole, else StateFree.
+	// StateShared, else one held whole StateWhole, else StateFree; a GPU
+	// bound to vfio-pci for a VM's claim is StatePassthrough.
 	// Admin-access (monitoring) claims do not use a GPU.
 	LabelState    = "state"
 	StateFree     = "free"
@@ -66,6 +67,8 @@ const (
 	StateMIG      = "mig"
 	StateShared   = "shared"
 	StateFraction = "fraction"
+	// StatePassthrough: bound to vfio-pci for a virtual machine.
+	StatePassthrough = "passthrough"
 
 	// LabelMode labels GPUPreparedClaims: how each claim holds the GPU.
 	LabelMode       = "mode"
@@ -74,14 +77,15 @@ const (
 	ModeTimeSlicing = "time-slicing"
 	ModeMPS         = "mps"
 	ModeFraction    = "fraction"
+	ModePassthrough = "passthrough"
 )
 
 // States are GPUState's label values, Modes GPUPreparedClaims'; every
 // GPU exports one series for each, zeros included, so that graphs over
 // time have no gaps.
 var (
-	States = []string{StateFree, StateWhole, StateMIG, StateShared, StateFraction}
-	Modes  = []string{ModeWhole, ModeMIG, ModeTimeSlicing, ModeMPS, ModeFraction}
+	States = []string{StateFree, StateWhole, StateMIG, StateShared, StateFraction, StatePassthrough}
+	Modes  = []string{ModeWhole, ModeMIG, ModeTimeSlicing, ModeMPS, ModeFraction, ModePassthrough}
 )
 
 // All lists every metric name above, for tests and tools that check a
