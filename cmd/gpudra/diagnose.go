@@ -123,15 +123,7 @@ func parseTarget(kind, arg string) (diagnose.Target, error) {
 
 func (o *diagnoseOptions) snapshot(ctx context.Context, t diagnose.Target) (*diagnose.Snapshot, error) {
 	if o.from != "" {
-		data, err := os.ReadFile(o.from)
-		if err != nil {
-			return nil, err
-		}
-		snap := &diagnose.Snapshot{}
-		if err := yaml.UnmarshalStrict(data, snap); err != nil {
-			return nil, fmt.Errorf("%s: %w", o.from, err)
-		}
-		return snap, nil
+		return readSnapshot(o.from)
 	}
 	cs, err := clientFor(o.kubeconfig, o.context, o.timeout)
 	if err != nil {
@@ -171,4 +163,17 @@ func clientFor(kubeconfig, context string, timeout time.Duration) (kubernetes.In
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	return kubernetes.NewForConfig(cfg)
+}
+
+// readSnapshot reads a snapshot `gpudra diagnose --dump` wrote (--from).
+func readSnapshot(path string) (*diagnose.Snapshot, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	snap := &diagnose.Snapshot{}
+	if err := yaml.UnmarshalStrict(data, snap); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return snap, nil
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/fleetview"
@@ -46,13 +45,9 @@ func (o *fleetOptions) snapshot(ctx context.Context, template string) (*diagnose
 		debug.SetMemoryLimit(fleetMemoryLimit)
 	}
 	if o.from != "" {
-		data, err := os.ReadFile(o.from)
+		snap, err := readSnapshot(o.from)
 		if err != nil {
 			return nil, err
-		}
-		snap := &diagnose.Snapshot{}
-		if err := yaml.UnmarshalStrict(data, snap); err != nil {
-			return nil, fmt.Errorf("%s: %w", o.from, err)
 		}
 		if snap.DriverName == "" {
 			snap.DriverName = o.driverName
