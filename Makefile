@@ -92,7 +92,7 @@ bench-api: ## Prepare/unprepare p50/p99 and cycles/s against a real kube-apiserv
 	hack/bench-api.sh
 
 # Not in .ci/run: about 25 min on 2 shared cores (REPEATS=2). Env: NODES, LAYOUTS, MODES, REPEATS, PODS_PER_NODE, OUT.
-bench-scale: ## Scheduler pods/s and create-to-bind p50/p99 over 100 and 500 kubelet-less nodes with the plugin's slices (own etcd/apiserver/scheduler)
+bench-scale: ## Scheduler pods/s, CPU per pod and create-to-bind p50/p99 over 100 and 500 kubelet-less nodes with the plugin's slices at fill levels 0/50/90% (own etcd/apiserver/scheduler)
 	hack/bench-scale.sh
 
 bench-explain: ## Pending explainer (Event latency, webhook CPU/RSS) and gpudra diagnose over 100 and 500 dynamic-MIG nodes (own etcd/apiserver/scheduler)
