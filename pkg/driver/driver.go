@@ -145,7 +145,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
 	}
 	devices, watched := allocatable(cfg.NodeName, table)
-	d := &Driver{cfg: cfg, meta: newDeviceMetadata(table)}
+	d := &Driver{cfg: cfg, meta: newDeviceMetadata(cfg.Backend.Inventory, table)}
 	d.health = d.newMonitor(watched, store)
 	d.status = devicestatus.New(ctx, cmp.Or(cfg.StatusClient, cfg.Client), cfg.DriverName, devicestatus.Options{Records: store, Health: d.deviceCondition})
 	d.state = prepare.New(prepare.Config{

@@ -22,6 +22,7 @@ import (
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
@@ -57,11 +58,12 @@ const (
 // deviceMetadata builds the metadata of prepared devices from the devices
 // the node publishes.
 type deviceMetadata struct {
+	inv       *nvdev.Inventory
 	published map[string]resourceslices.Entry
 }
 
-func newDeviceMetadata(table resourceslices.Table) *deviceMetadata {
-	m := &deviceMetadata{published: make(map[string]resourceslices.Entry, len(table.Entries))}
+func newDeviceMetadata(inv *nvdev.Inventory, table resourceslices.Table) *deviceMetadata {
+	m := &deviceMetadata{inv: inv, published: make(map[string]resourceslices.Entry, len(table.Entries))}
 	for _, e := range table.Entries {
 		m.published[e.Device.Name] = e
 	}
@@ -101,9 +103,11 @@ func recordOf(devices []kubeletplugin.Device, records []checkpoint.PreparedDevic
 func (m *deviceMetadata) attributes(rec checkpoint.PreparedDevice) map[string]resourceapi.DeviceAttribute {
 	entry := m.published[rec.Device]
 	pub := entry.Device
-	attrs := make(map[string]resourceapi.DeviceAttribute, len(pub.Attributes)+len(entry.Details)+8)
-	for name, a := range entry.Details {
-		attrs[string(name)] = a
+	attrs := make(map[string]resourceapi.DeviceAttribute, len(pub.Attributes)+16)
+	if entry.Kind.IsMIG() {
+		for name, a := range resourceslices.MigDetails(m.inv, entry) {
+			attrs[string(name)] = a
+		}
 	}
 	for name, a := range pub.Attributes {
 		attrs[string(name)] = a

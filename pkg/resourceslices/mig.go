@@ -197,11 +197,13 @@ func MigDevice(inv *nvdev.Inventory, g *nvdev.GPU, p nvdev.MigProfile, start, si
 	return resourceapi.Device{Name: MigDeviceName(g.Minor, p.Name, start), Attributes: attrs, Capacity: capacity}
 }
 
-// MigDetails describe a MIG device beyond what it publishes: its
+// MigDetails describe a MIG entry beyond what it publishes: its
 // placement, its parent's minor, its engines, and the node's driver and
 // the GPU's brand (which the parent GPU publishes). The device metadata
-// file of a prepared MIG device carries them, under these names.
-func MigDetails(inv *nvdev.Inventory, g *nvdev.GPU, p nvdev.MigProfile, start, size uint32) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+// file of a prepared MIG device carries them, under these names; they are
+// made when a device is prepared, not kept for every published one.
+func MigDetails(inv *nvdev.Inventory, e Entry) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	g, p, start, size := e.GPU, e.Profile, e.Start, e.Size
 	n := func(v int64) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{IntValue: ptr.To(v)} }
 	return map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 		AttrParentMinor:       n(int64(g.Minor)),
@@ -258,8 +260,7 @@ func partitionableDevices(inv *nvdev.Inventory, g *nvdev.GPU, profiles []nvdev.M
 		for _, pl := range p.Placements {
 			d := MigDevice(inv, g, p, pl.Start, pl.Size, "")
 			d.ConsumesCounters = []resourceapi.DeviceCounterConsumption{placementConsumption(g, p, pl.Start, pl.Size)}
-			e := Entry{Device: d, Kind: configapi.DynamicMIG, GPU: g, Profile: p, Start: pl.Start, Size: pl.Size,
-				Details: MigDetails(inv, g, p, pl.Start, pl.Size)}
+			e := Entry{Device: d, Kind: configapi.DynamicMIG, GPU: g, Profile: p, Start: pl.Start, Size: pl.Size}
 			placements = append(placements, migPlacement{entry: e, profile: p})
 		}
 	}

@@ -31,9 +31,6 @@ type Entry struct {
 	Start, Size uint32
 	StaticUUID  string
 	GIID, CIID  int
-	// Details describe the device beyond what it publishes (MigDetails);
-	// the device metadata file of a prepared device carries them too.
-	Details map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
 }
 
 // Table is every device a node offers, in publication order, and the
@@ -60,7 +57,6 @@ func NewTable(inv *nvdev.Inventory, o Options) Table {
 					Device: MigDevice(inv, g, m.Profile, m.Placement.Start, m.Placement.Size, m.UUID),
 					Kind:   configapi.MIG, GPU: g, Profile: m.Profile, Start: m.Placement.Start, Size: m.Placement.Size,
 					StaticUUID: m.UUID, GIID: m.GIID, CIID: m.CIID,
-					Details: MigDetails(inv, g, m.Profile, m.Placement.Start, m.Placement.Size),
 				})
 			}
 		case DynamicMIG:
