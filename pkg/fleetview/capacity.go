@@ -5,7 +5,6 @@ package fleetview
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -15,6 +14,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/deployments/static"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
@@ -83,13 +83,19 @@ func Probe(s *diagnose.Snapshot, r Request) (*resourceapi.ResourceClaim, error) 
 		if !contains(profiles, r.MigProfile) {
 			return nil, fmt.Errorf("--mig-profile %s: no node publishes MIG devices of that profile; published: %s (dynamic MIG offers the chart's migProfiles)", r.MigProfile, orNone(profiles))
 		}
-		class := MigClass(s.DriverName)
-		if !hasClass(s, class) {
-			return nil, fmt.Errorf("--mig-profile: the DeviceClass %s of MIG devices does not exist; install the chart's classes or use --class", class)
+		// The profile's class, as users claim it (docs/mig.md); where the
+		// chart's per-profile classes are off, the MIG class with a
+		// profile selector, which matches the same devices.
+		req := &resourceapi.ExactDeviceRequest{DeviceClassName: static.MigProfileClass(s.DriverName, r.MigProfile).Name, Count: r.Count}
+		if !hasClass(s, req.DeviceClassName) {
+			req.DeviceClassName = MigClass(s.DriverName)
+			if !hasClass(s, req.DeviceClassName) {
+				return nil, fmt.Errorf("--mig-profile: the DeviceClass %s of MIG devices does not exist; install the chart's classes or use --class", req.DeviceClassName)
+			}
+			sel := fmt.Sprintf("device.attributes['%s'].%s == '%s'", s.DriverName, resourceslices.AttrProfile, r.MigProfile)
+			req.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: sel}}}
 		}
-		sel := fmt.Sprintf("device.attributes['%s'].%s == '%s'", s.DriverName, resourceslices.AttrProfile, r.MigProfile)
-		claim.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "mig", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class, Count: r.Count,
-			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: sel}}}}}}
+		claim.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "mig", Exactly: req}}
 	}
 	defaults(claim)
 	return claim, nil
@@ -163,11 +169,7 @@ func Capacity(ctx context.Context, s *diagnose.Snapshot, r Request, node string,
 }
 
 // WriteJSON writes the report as indented JSON.
-func (r *CapacityReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func (r *CapacityReport) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
 
 // WriteTable writes one row per node that takes at least one more claim
 // (all nodes when all is set), then the total.

@@ -12,6 +12,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/deployments/static"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 )
 
@@ -92,5 +93,25 @@ func TestCapacityErrors(t *testing.T) {
 				t.Errorf("%+v: error %q lacks %q", c.req, err, w)
 			}
 		}
+	}
+}
+
+// With the chart's per-profile classes installed, --mig-profile asks for
+// the profile's class (one CEL expression per device, as users claim MIG
+// devices) and counts what the MIG class with a selector counts.
+func TestCapacityUsesTheProfileClass(t *testing.T) {
+	s := demoFleet(t)
+	class := static.MigProfileClass(driver, "1g.10gb")
+	s.DeviceClasses = append(s.DeviceClasses, *class)
+	claim, err := Probe(s, Request{MigProfile: "1g.10gb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := claim.Spec.Devices.Requests[0].Exactly; r.DeviceClassName != class.Name || len(r.Selectors) != 0 {
+		t.Fatalf("request %+v, want class %s and no selector", r, class.Name)
+	}
+	rep, err := Capacity(context.Background(), s, Request{MigProfile: "1g.10gb"}, "", 100)
+	if err != nil || rep.Total != 3 {
+		t.Fatalf("capacity %+v %v, want 3 as with the MIG class and a selector", rep, err)
 	}
 }
