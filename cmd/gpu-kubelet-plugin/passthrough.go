@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/vfio"
 )
@@ -31,6 +32,8 @@ func parsePassthrough(values []string) (resourceslices.PassthroughSelector, erro
 			sel.Names = append(sel.Names, v)
 			continue
 		}
+		// nvidia-smi's 00000000:3B:00.0 and lspci's 3b:00.0 alike.
+		v = nvdev.NormalizePCIBusID(v)
 		if strings.Count(v, ":") == 1 {
 			v = "0000:" + v
 		}

@@ -12,8 +12,9 @@ import (
 
 func TestPassthroughFlag(t *testing.T) {
 	for in, want := range map[string][]string{
-		"0000:3B:00.0,3": {"0000:3b:00.0", "3"},
-		"3b:00.0":        {"0000:3b:00.0"},
+		"0000:3B:00.0,3":   {"0000:3b:00.0", "3"},
+		"3b:00.0":          {"0000:3b:00.0"},
+		"00000000:3B:00.0": {"0000:3b:00.0"}, // nvidia-smi --query-gpu=pci.bus_id
 	} {
 		sel, err := parsePassthrough(strings.Split(in, ","))
 		if err != nil || sel.All || !slices.Equal(sel.Names, want) {

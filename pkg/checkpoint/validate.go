@@ -8,6 +8,7 @@ import (
 	"regexp"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/vfio"
 )
 
 // MaxFileSize caps what Open reads of one record. A claim with 128 devices
@@ -28,11 +29,8 @@ var bootIDPattern = regexp.MustCompile(`^[0-9A-Fa-f-]{1,64}$`)
 // dnsLabel is a DRA device name.
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
-// pciAddress is a PCI address in sysfs form; iommuGroup a group number.
-var (
-	pciAddress = regexp.MustCompile(`^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$`)
-	iommuGroup = regexp.MustCompile(`^[0-9]{1,9}$`)
-)
+// iommuGroup is an IOMMU group number.
+var iommuGroup = regexp.MustCompile(`^[0-9]{1,9}$`)
 
 // ValidToken reports whether s is safe to use as one path element.
 func ValidToken(s string) bool { return tokenPattern.MatchString(s) && s != "." && s != ".." }
@@ -88,10 +86,10 @@ func (d *PreparedDevice) validate(completed bool) error {
 	}
 	if v := d.Vfio; v != nil {
 		// The address and group name sysfs paths (pkg/vfio).
-		if !pciAddress.MatchString(v.PCIBusID) || (v.IOMMUGroup != "" && !iommuGroup.MatchString(v.IOMMUGroup)) {
+		if !vfio.ValidAddress(v.PCIBusID) || (v.IOMMUGroup != "" && !iommuGroup.MatchString(v.IOMMUGroup)) {
 			return fmt.Errorf("device %s: vfio address %q or IOMMU group %q is malformed", d.Device, v.PCIBusID, v.IOMMUGroup)
 		}
-		if v.Driver != "vfio-pci" && v.Driver != "nvidia" {
+		if v.Driver != vfio.DriverVFIO && v.Driver != vfio.DriverNvidia {
 			return fmt.Errorf("device %s: vfio driver %q is neither vfio-pci nor nvidia", d.Device, v.Driver)
 		}
 		if v.GPU != nil && v.GPU.UUID != d.UUID {
