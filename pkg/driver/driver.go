@@ -132,14 +132,18 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	specs, _ := writer.List() // RecoverLocal reports what it cannot read
 	records := tableRecords(store, specs)
-	if u := cfg.Publish.Passthrough.Unmatched(WithPassthroughGPUs(cfg.Backend.Inventory, records)); len(u) > 0 {
+	// The GPUs a VM holds are not in NVML's inventory; the checks and
+	// the table see them from their records. DeviceTable adds them again
+	// to an inventory that has them already: a no-op.
+	withVMs := WithPassthroughGPUs(cfg.Backend.Inventory, records)
+	if u := cfg.Publish.Passthrough.Unmatched(withVMs); len(u) > 0 {
 		return nil, fmt.Errorf("--passthrough-gpus names %v, which match no GPU of this node: name GPUs by PCI address (0000:3b:00.0) or minor number, or use 'all' (chart value passthrough.gpus)", u)
 	}
-	for _, err := range resourceslices.CheckPassthrough(WithPassthroughGPUs(cfg.Backend.Inventory, records), cfg.Publish) {
+	for _, err := range resourceslices.CheckPassthrough(withVMs, cfg.Publish) {
 		logger.Info("GPU selected by --passthrough-gpus is not offered for passthrough", "reason", err)
 	}
 	writer.VFIO = cdi.VFIOOptions{SimulatedDevDir: cfg.Backend.VFIODevDir, Resource: "vfio." + cfg.DriverName}
-	table := DeviceTable(cfg.Backend.Inventory, cfg.Publish, records)
+	table := DeviceTable(withVMs, cfg.Publish, records)
 	resources := table.Resources(cfg.NodeName)
 	if err := resourceslices.Validate(resources); err != nil {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)

@@ -43,7 +43,7 @@ func (d *Driver) newMonitor(watched []health.Device, store *checkpoint.Store) *h
 		d.cfg.Metrics.XIDEvents.WithLabelValues(fmt.Sprint(xid)).Inc()
 	}
 	// Asked only once Start has built the state (before Run).
-	m.Passthrough = func(uuid string) bool { return d.state.PassthroughHeld(uuid) }
+	m.Passthrough = func() map[string]bool { return d.state.PassthroughHeld() } // d.state is made after the monitor
 	// A dynamic MIG device is an instance only while a claim holds it.
 	m.InstanceOf = func(device string) (uint32, uint32, bool) {
 		for _, rec := range store.List() {

@@ -53,11 +53,11 @@ type Monitor struct {
 	InstanceOf func(device string) (gi, ci uint32, ok bool)
 	// OnXID is called for every XID event (ignored ones too).
 	OnXID func(uuid string, xid uint64, ignored bool)
-	// Passthrough reports whether a GPU is handed to a VM on purpose (a
-	// checkpoint record holds it for vfio-pci, from before the first
-	// sysfs write until NVML sees it again): NVML cannot reach it then,
-	// which is no fault. Nil: none is.
-	Passthrough func(uuid string) bool
+	// Passthrough returns the GPUs (by UUID) handed to a VM on purpose (a
+	// checkpoint record holds each for vfio-pci, from before the first
+	// sysfs write until NVML sees it again): NVML cannot reach them then,
+	// which is no fault. Asked once per poll. Nil: none is.
+	Passthrough func() map[string]bool
 
 	now   func() time.Time
 	state *faults
@@ -194,8 +194,12 @@ func (m *Monitor) Poll(ctx context.Context) {
 	m.init()
 	logger := klog.FromContext(ctx)
 	changed := false
+	var withVMs map[string]bool
+	if m.Passthrough != nil {
+		withVMs = m.Passthrough()
+	}
 	for _, g := range m.gpus() {
-		if m.Passthrough != nil && m.Passthrough(g.uuid) {
+		if withVMs[g.uuid] {
 			// Neither lost nor recovered: its faults (if any) stay as
 			// they were until it is back.
 			continue

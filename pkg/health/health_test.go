@@ -317,7 +317,11 @@ func TestReadyWithoutEventSets(t *testing.T) {
 func TestPassthroughGPUIsNotLost(t *testing.T) {
 	var away sync.Map
 	f := start(t, func(m *Monitor) {
-		m.Passthrough = func(uuid string) bool { _, ok := away.Load(uuid); return ok }
+		m.Passthrough = func() map[string]bool {
+			held := map[string]bool{}
+			away.Range(func(uuid, _ any) bool { held[uuid.(string)] = true; return true })
+			return held
+		}
 	})
 	away.Store(f.uuid[0], true)
 	if err := f.sim.VFIO().Bind(simulate.PCIBusID(0), "vfio-pci"); err != nil {

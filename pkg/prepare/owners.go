@@ -108,17 +108,18 @@ func (s *State) holdAll() {
 	s.mu.Unlock()
 }
 
-// PassthroughHeld reports whether a record holds GPU uuid for a virtual
+// PassthroughHeld is the GPUs (by UUID) that records hold for a virtual
 // machine (passthrough.go): from the record written before its first sysfs
 // write until the one deleted once NVML sees the GPU again. NVML cannot
 // reach such a GPU, and the health monitor must not take that for a fault.
-func (s *State) PassthroughHeld(uuid string) bool {
+func (s *State) PassthroughHeld() map[string]bool {
+	held := map[string]bool{}
 	for _, rec := range s.owners().records {
 		for _, d := range rec.Devices {
-			if d.Vfio != nil && d.UUID == uuid {
-				return true
+			if d.Vfio != nil {
+				held[d.UUID] = true
 			}
 		}
 	}
-	return false
+	return held
 }
