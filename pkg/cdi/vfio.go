@@ -39,18 +39,20 @@ func (o VFIOOptions) EnvName() string {
 
 const vfioDir = "/dev/vfio"
 
-func (o VFIOOptions) node(name string) (cdispec.ContainerEdits, bool) {
+// node is /dev/vfio/<name>: the host's device node, or the simulator's
+// file bind-mounted there.
+func (o VFIOOptions) node(name string) cdispec.ContainerEdits {
 	path := vfioDir + "/" + name
 	if o.SimulatedDevDir == "" {
-		return cdispec.ContainerEdits{DeviceNodes: []*cdispec.DeviceNode{{Path: path}}}, true
+		return cdispec.ContainerEdits{DeviceNodes: []*cdispec.DeviceNode{{Path: path}}}
 	}
-	return cdispec.ContainerEdits{Mounts: []*cdispec.Mount{{HostPath: filepath.Join(o.SimulatedDevDir, name), ContainerPath: path, Options: []string{"rw", "nosuid", "bind"}}}}, true
+	return cdispec.ContainerEdits{Mounts: []*cdispec.Mount{{HostPath: filepath.Join(o.SimulatedDevDir, name), ContainerPath: path, Options: []string{"rw", "nosuid", "bind"}}}}
 }
 
 // vfioClaimEdits are what every container of a claim with vfio devices
 // needs: the VFIO container node and the addresses.
 func (o VFIOOptions) claimEdits(devices []Device) cdispec.ContainerEdits {
-	edits, _ := o.node("vfio")
+	edits := o.node("vfio")
 	var addrs []string
 	for _, d := range devices {
 		addrs = append(addrs, d.VFIO.PCIBusID)
@@ -61,8 +63,7 @@ func (o VFIOOptions) claimEdits(devices []Device) cdispec.ContainerEdits {
 
 // deviceEdits give one vfio device its IOMMU group's node.
 func (o VFIOOptions) deviceEdits(d Device) cdispec.ContainerEdits {
-	edits, _ := o.node(d.VFIO.IOMMUGroup)
-	return edits
+	return o.node(d.VFIO.IOMMUGroup)
 }
 
 func mergeEdits(a, b cdispec.ContainerEdits) cdispec.ContainerEdits {

@@ -76,7 +76,7 @@ func MigPlacement(d *resourceapi.Device) (start, size int, ok bool) {
 	start = -1
 	for _, c := range d.ConsumesCounters {
 		for name := range c.Counters {
-			rest, found := strings.CutPrefix(string(name), "memory-slice-")
+			rest, found := strings.CutPrefix(string(name), memorySlicePrefix)
 			if !found {
 				continue
 			}
@@ -97,7 +97,9 @@ func MigPlacement(d *resourceapi.Device) (start, size int, ok bool) {
 func counterSetName(minor int) string { return fmt.Sprintf("gpu-%d-counters", minor) }
 
 // Counter names are DNS labels (the API rejects camelCase there).
-func memorySliceCounter(i int) string { return fmt.Sprintf("memory-slice-%d", i) }
+func memorySliceCounter(i int) string { return memorySlicePrefix + strconv.Itoa(i) }
+
+const memorySlicePrefix = "memory-slice-"
 
 // instanceCounter is named after the profile ID NVML reports (e.g.
 // "profile-20-instances" for 1g.10gb+me), as `nvidia-smi mig -lgip` shows it.

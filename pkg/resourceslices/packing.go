@@ -134,7 +134,7 @@ func placementWaste(set resourceapi.CounterSet, placements []migPlacement) []int
 		switch {
 		case n == counterComputeSlices:
 			totalCompute = capacity[i]
-		case strings.HasPrefix(n, "memory-slice-"):
+		case strings.HasPrefix(n, memorySlicePrefix):
 			totalMemSlices += capacity[i]
 		default:
 			continue

@@ -59,9 +59,6 @@ type PassthroughSelector struct {
 	Names []string
 }
 
-// Any reports whether the selector may offer any GPU.
-func (p PassthroughSelector) Any() bool { return p.All || len(p.Names) > 0 }
-
 func (p PassthroughSelector) selects(g *nvdev.GPU) bool {
 	return p.All || slices.Contains(p.Names, g.PCIBusID) || slices.Contains(p.Names, strconv.Itoa(g.Minor))
 }
