@@ -12,6 +12,8 @@
 #      FILLS (0,50,90: percent of each node held before the timed pods),
 #      MAX_PODS (at most this many timed pods per run; empty: no limit),
 #      PCT_SCORE (the scheduler's percentageOfNodesToScore; empty: its default),
+#      SCHEDULER (a kube-scheduler binary to run instead of the cache's, e.g.
+#      one with hack/allocator's patches: hack/build-patched-scheduler.sh),
 #      PLUGIN (a gpu-kubelet-plugin binary to take the slices from, e.g. an
 #      older build to compare with; default: built from this tree),
 #      MODES (claims,templates), REPEATS (2), CPUPROFILE (layout/nodes/mode),
@@ -36,8 +38,8 @@ else go build -tags grpcnotrace -o "$work/gpu-kubelet-plugin" ./cmd/gpu-kubelet-
 go build -o "$work/benchscale" ./hack/benchscale
 # The chart's DeviceClasses, as the chart renders them.
 helm template bench deployments/helm/gpu-dra-driver --kube-version "v$K8S_VERSION" >"$work/chart.yaml"
-say "benchmark in $work; feature gates: ${gates:-1.37 defaults}; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
-"$work/benchscale" -k8s-bin "$BIN_K8S" -etcd-bin "$BIN_ETCD" -plugin "$work/gpu-kubelet-plugin" \
+say "benchmark in $work; kube-scheduler ${SCHEDULER:-$BIN_K8S/kube-scheduler}; feature gates: ${gates:-1.37 defaults}; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+"$work/benchscale" -k8s-bin "$BIN_K8S" -etcd-bin "$BIN_ETCD" -plugin "$work/gpu-kubelet-plugin" ${SCHEDULER:+-scheduler "$SCHEDULER"} \
   -deviceclasses "$work/chart.yaml" -feature-gates "$gates" -work-dir "$work/runs" \
   -nodes "${NODES:-100,500}" -layouts "${LAYOUTS:-whole,mig-1g,mig-1g-class,frac-20gi,mig-whole}" \
   -fills "${FILLS:-0,50,90}" -percentage-of-nodes-to-score "${PCT_SCORE:-0}" -max-timed-pods "${MAX_PODS:-0}" \

@@ -35,6 +35,7 @@ import (
 
 type clusterConfig struct {
 	k8sBin, etcdBin string // directories holding the binaries
+	scheduler       string // a kube-scheduler binary to run instead of k8sBin's (a patched allocator)
 	dir             string // state, configs, logs
 	gates           string // --feature-gates of every component
 	schedQPS        int
@@ -237,7 +238,11 @@ enableProfiling: true
 	if err != nil {
 		return nil, err
 	}
-	c.procs["kube-scheduler"], err = startProc("kube-scheduler", filepath.Join(cfg.k8sBin, "kube-scheduler"), []string{
+	scheduler := cfg.scheduler
+	if scheduler == "" {
+		scheduler = filepath.Join(cfg.k8sBin, "kube-scheduler")
+	}
+	c.procs["kube-scheduler"], err = startProc("kube-scheduler", scheduler, []string{
 		"--config=" + schedCfg, "--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[3]),
 		"--authentication-kubeconfig=" + c.kubeconfig, "--authorization-kubeconfig=" + c.kubeconfig,
 		"--feature-gates=" + cfg.gates, "-v=" + strconv.Itoa(cfg.schedV),

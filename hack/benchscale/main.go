@@ -35,6 +35,7 @@ import (
 
 type options struct {
 	k8sBin, etcdBin, plugin, classes, profile       string
+	scheduler                                       string
 	gates, workDir, out, jsonOut                    string
 	layouts, nodes, modes, podsPerNode, fills       string
 	repeats, workers, schedQPS, profileSecs, schedV int
@@ -46,6 +47,7 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.k8sBin, "k8s-bin", "", "directory with kube-apiserver, kube-scheduler, kube-controller-manager")
+	flag.StringVar(&o.scheduler, "scheduler", "", "kube-scheduler binary to run instead of -k8s-bin's (hack/build-patched-scheduler.sh builds one with hack/allocator's patches)")
 	flag.StringVar(&o.etcdBin, "etcd-bin", "", "directory with etcd")
 	flag.StringVar(&o.plugin, "plugin", "", "gpu-kubelet-plugin binary (its --print-slices makes each node's slices)")
 	flag.StringVar(&o.profile, "simulate", "h100x8", "simulated GPU profile of every node")
@@ -221,7 +223,7 @@ func logf(format string, args ...any) {
 // startFleet starts a control plane in o.workDir/name and creates an
 // n-node fleet of l's slices on it; the caller stops the cluster.
 func startFleet(ctx context.Context, o options, name string, l layout, tmpl []*resourceapi.ResourceSlice, classes []*resourceapi.DeviceClass, n int) (*cluster, kubernetes.Interface, error) {
-	c, err := startCluster(ctx, clusterConfig{k8sBin: o.k8sBin, etcdBin: o.etcdBin, dir: filepath.Join(o.workDir, name), gates: o.gates, schedQPS: o.schedQPS, schedV: o.schedV, pctScore: o.pctScore})
+	c, err := startCluster(ctx, clusterConfig{k8sBin: o.k8sBin, scheduler: o.scheduler, etcdBin: o.etcdBin, dir: filepath.Join(o.workDir, name), gates: o.gates, schedQPS: o.schedQPS, schedV: o.schedV, pctScore: o.pctScore})
 	if err != nil {
 		return nil, nil, err
 	}
