@@ -10,7 +10,7 @@ export CGO_ENABLED ?= 1
 # keep every exported method of every type: +22 MB binary, +11 MiB idle RSS.
 GO_TAGS ?= grpcnotrace
 
-.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-packing bench-webhook bench-startup bench-api bench-scale bench-explain demo demo-offline print-slices e2e chaos cluster-up cluster-down image chart-lint clean
+.PHONY: help build gpu-smoke test fuzz chaos-local test-race lint bench bench-packing allocator-patches bench-webhook bench-startup bench-api bench-scale bench-explain demo demo-offline print-slices e2e chaos cluster-up cluster-down image chart-lint clean
 
 help: ## Show targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -92,6 +92,9 @@ bench-api: ## Prepare/unprepare p50/p99 and cycles/s against a real kube-apiserv
 	hack/bench-api.sh
 
 # Not in .ci/run: about 25 min on 2 shared cores (REPEATS=2). Env: NODES, LAYOUTS, MODES, REPEATS, PODS_PER_NODE, OUT.
+allocator-patches: ## Apply hack/allocator/series to the v1.37 allocator (a module-cache copy) and run its own tests and this project's allocation tests on it
+	TESTS_ONLY=1 hack/bench-allocator-patch.sh
+
 bench-scale: ## Scheduler pods/s, CPU per pod and create-to-bind p50/p99 over 100 and 500 kubelet-less nodes with the plugin's slices at fill levels 0/50/90% (own etcd/apiserver/scheduler)
 	hack/bench-scale.sh
 

@@ -4,41 +4,58 @@
 #
 # The smallest allocator changes that remove what limits dynamic MIG on a
 # busy fleet (docs/performance.md, "Busy fleets"), as patches against the
-# v1.37 structured allocator (hack/allocator/):
+# v1.37 structured allocator, applied in the order of hack/allocator/series:
 #   counters-before-selectors.patch: shared counters are checked before the
 #     CEL selectors, so a device whose counters are used up (a whole GPU
 #     with MIG devices on it) costs no CEL evaluation;
 #   convert-slices-once.patch: each ResourceSlice object is converted to the
 #     allocator's types once for as long as the object lives, not on every
-#     Filter call (an informer never modifies an object it handed out).
-# This script applies them to copies of k8s.io/dynamic-resource-allocation
-# from the module cache (nothing of it is kept): "counters" has the first,
-# "both" both. It runs the allocation tests on each (the allocations must
-# not change), then BenchmarkFilterPerNode on stock, counters and both,
-# interleaved, through go test -modfile.
-# Env: ROUNDS (3), BENCH (BenchmarkFilterPerNode's regexp), BENCHTIME (500x).
+#     Filter call (an informer never modifies an object it handed out);
+#   counters-compared-where-consumed.patch: a device's counter check compares
+#     the counters it consumes, not every counter of its pool;
+#   pools-built-once.patch: a node's pool (device names and counter
+#     consumption validated) is built once while its converted slices stay
+#     the same, not on every Filter call.
+# This script applies each prefix of the series to a copy of
+# k8s.io/dynamic-resource-allocation from the module cache (nothing of it is
+# kept), runs the module's own allocator tests and this project's allocation
+# tests on it (the allocations must not change), then BenchmarkFilterPerNode
+# on stock and every prefix, interleaved, through go test -modfile.
+# Env: ROUNDS (3), BENCH (BenchmarkFilterPerNode's regexp), BENCHTIME (500x),
+#      UPTO (measure only the first UPTO patches of the series),
+#      TESTS_ONLY=1 (make allocator-patches, run by CI: the whole series'
+#      tests only, no benchmark, so that a patch that stops applying or
+#      changes an allocation fails).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CGO_CFLAGS=${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}
 mod=k8s.io/dynamic-resource-allocation
 ver=$(go list -m -f '{{.Version}}' $mod)
 src=$(go list -m -f '{{.Dir}}' $mod)
+mapfile -t series < <(grep -v -e '^#' -e '^$' hack/allocator/series)
+n=${UPTO:-${#series[@]}}
 work=$(mktemp -d /tmp/gdra-allocator-patch.XXXX)
 trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT
-for v in counters both; do
+variants=(stock)
+first=1
+[ -z "${TESTS_ONLY:-}" ] || first=$n
+for k in $(seq "$first" "$n"); do
+  v=p$k
+  variants+=("$v")
   cp -r "$src" "$work/$v"
   chmod -R u+w "$work/$v"
-  patch -s -p1 -d "$work/$v" <hack/allocator/counters-before-selectors.patch
-  [ "$v" = counters ] || patch -s -p1 -d "$work/$v" <hack/allocator/convert-slices-once.patch
+  for p in "${series[@]:0:$k}"; do patch -s -p1 -d "$work/$v" <"hack/allocator/$p"; done
   cp go.mod "$work/$v.mod"; cp go.sum "$work/$v.sum"
   go mod edit -modfile="$work/$v.mod" -replace "$mod=$work/$v"
-  echo "== $mod $ver, $v: allocation tests"
+  echo "== $mod $ver + ${series[*]:0:$k} ($v): the module's allocator tests, then this project's allocation tests"
+  (cd "$work/$v" && go test -count=1 ./structured/...)
   go test -modfile="$work/$v.mod" -count=1 ./pkg/resourceslices/ ./internal/migpacking/ ./test/chart/ -run 'Alloc|Mig|Packing|Placement|Fraction|Sharing|Monitor|Taint|Profile|Order'
-  go test -c -o "$work/$v.test" -modfile="$work/$v.mod" ./pkg/resourceslices/
+  [ -n "${TESTS_ONLY:-}" ] || go test -c -o "$work/$v.test" -modfile="$work/$v.mod" ./pkg/resourceslices/
 done
+[ -z "${TESTS_ONLY:-}" ] || exit 0
 go test -c -o "$work/stock.test" ./pkg/resourceslices/
 for r in $(seq "${ROUNDS:-3}"); do
-  for v in stock counters both; do
+  for v in "${variants[@]}"; do
     (cd pkg/resourceslices && "$work/$v.test" -test.run '^$' -test.bench "${BENCH:-FilterPerNode/^(whole|mig-1g|mig-1g-class|mig-whole)$}" \
       -test.benchtime "${BENCHTIME:-500x}" -test.benchmem) | awk -v v="$v" '/^Benchmark/ {print v, $0}'
   done

@@ -13,11 +13,11 @@
 # patches' checksum; the script prints its path (everything else goes to
 # stderr).
 # Env: PATCHES (space-separated names in hack/allocator/, applied in order;
-#      default: counters-before-selectors.patch convert-slices-once.patch).
+#      default: every patch of hack/allocator/series).
 set -euo pipefail
 source "$(dirname "$0")/cluster/lib.sh"
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-patches=${PATCHES:-counters-before-selectors.patch convert-slices-once.patch}
+patches=${PATCHES:-$(grep -v -e '^#' -e '^$' "$REPO/hack/allocator/series" | tr '\n' ' ')}
 paths=()
 for p in $patches; do
   [ -f "$REPO/hack/allocator/$p" ] || die "PATCHES: no hack/allocator/$p"
