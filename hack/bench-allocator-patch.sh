@@ -34,6 +34,7 @@ cd "$(dirname "$0")/.."
 export CGO_CFLAGS=${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}
 mod=k8s.io/dynamic-resource-allocation
 ver=$(go list -m -f '{{.Version}}' $mod)
+go mod download "$mod"
 src=$(go list -m -f '{{.Dir}}' $mod)
 mapfile -t series < <(grep -v -e '^#' -e '^$' hack/allocator/series)
 n=${UPTO:-${#series[@]}}
