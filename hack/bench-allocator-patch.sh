@@ -15,10 +15,7 @@
 #     the counters it consumes, not every counter of its pool;
 #   pools-built-once.patch: a node's pool (device names and counter
 #     consumption validated) is built once while its converted slices stay
-#     the same, not on every Filter call;
-#   allocated-devices-by-pool.patch: the allocated devices are indexed by
-#     pool once per pod, so a node's available counters come from its own
-#     allocated devices instead of a cluster-wide lookup per device.
+#     the same, not on every Filter call.
 # This script applies each prefix of the series to a copy of
 # k8s.io/dynamic-resource-allocation from the module cache (nothing of it is
 # kept), runs the module's own allocator tests and this project's allocation
