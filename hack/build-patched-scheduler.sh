@@ -43,10 +43,7 @@ for p in "${paths[@]}"; do
   say "applied $(basename "$p") to $mod $ver" >&2
 done
 (cd "$d/module" && go mod edit -replace "$mod=$d/allocator")
-ldf="-s -w"
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldf="$ldf -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=${K8S_VERSION%%.*} -X $p.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2) -X $p.gitTreeState=clean"
-done
+ldf=$(k8s_ldflags)
 mkdir -p "$out"
 (cd "$d/module" && go build -trimpath -ldflags "$ldf" -o "$out/kube-scheduler.tmp" k8s.io/kubernetes/cmd/kube-scheduler) >&2 || die "build kube-scheduler failed"
 mv "$out/kube-scheduler.tmp" "$out/kube-scheduler"

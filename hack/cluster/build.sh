@@ -58,10 +58,7 @@ build_kubernetes() {
     for c in "${cmds[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
     printf ')\n'; } > "$d/tools.go"
   (cd "$d" && go mod tidy) || die "kubernetes modules"
-  local ldf="-s -w" p
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldf="$ldf -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=${K8S_VERSION%%.*} -X $p.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2) -X $p.gitTreeState=clean"
-  done
+  local ldf; ldf=$(k8s_ldflags)
   for c in "${cmds[@]}"; do
     [ -x "$BIN_K8S/$c" ] && continue
     local cs; cs=$(now)

@@ -29,6 +29,17 @@ die() { echo "[$(date +%T)] ERROR: $*" >&2; exit 1; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 
+# k8s_ldflags prints the -ldflags that stamp a Kubernetes binary built from
+# the k8s.io/kubernetes module with $K8S_VERSION (what --version and the
+# apiserver's /version report).
+k8s_ldflags() {
+  local ldf="-s -w" p
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldf="$ldf -X $p.gitVersion=v$K8S_VERSION -X $p.gitMajor=${K8S_VERSION%%.*} -X $p.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2) -X $p.gitTreeState=clean"
+  done
+  echo "$ldf"
+}
+
 # need_built dies unless every named binary of the cluster cache is built.
 need_built() {
   local c
