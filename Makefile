@@ -91,10 +91,10 @@ bench-startup: ## Time to published slices and idle RSS against the local cluste
 bench-api: ## Prepare/unprepare p50/p99 and cycles/s against a real kube-apiserver (local cluster, or etcd + apiserver from the cluster cache)
 	hack/bench-api.sh
 
-# Not in .ci/run: about 25 min on 2 shared cores (REPEATS=2). Env: NODES, LAYOUTS, MODES, REPEATS, PODS_PER_NODE, OUT.
 allocator-patches: ## Apply hack/allocator/series to the v1.37 allocator (a module-cache copy) and run its own tests and this project's allocation tests on it
 	TESTS_ONLY=1 hack/bench-allocator-patch.sh
 
+# Not in .ci/run: about 25 min on 2 shared cores (REPEATS=2). Env: NODES, LAYOUTS, MODES, REPEATS, PODS_PER_NODE, OUT, SCHEDULER.
 bench-scale: ## Scheduler pods/s, CPU per pod and create-to-bind p50/p99 over 100 and 500 kubelet-less nodes with the plugin's slices at fill levels 0/50/90% (own etcd/apiserver/scheduler)
 	hack/bench-scale.sh
 

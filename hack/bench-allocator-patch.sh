@@ -27,13 +27,14 @@
 #      tests only, no benchmark, so that a patch that stops applying or
 #      changes an allocation fails).
 set -euo pipefail
+source "$(dirname "$0")/cluster/lib.sh"
 cd "$(dirname "$0")/.."
 export CGO_CFLAGS=${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}
 mod=k8s.io/dynamic-resource-allocation
 ver=$(go list -m -f '{{.Version}}' $mod)
 go mod download "$mod"
 src=$(go list -m -f '{{.Dir}}' $mod)
-mapfile -t series < <(grep -v -e '^#' -e '^$' hack/allocator/series)
+mapfile -t series < <(allocator_series)
 n=${UPTO:-${#series[@]}}
 work=$(mktemp -d /tmp/gdra-allocator-patch.XXXX)
 trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT

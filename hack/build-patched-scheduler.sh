@@ -17,7 +17,7 @@
 set -euo pipefail
 source "$(dirname "$0")/cluster/lib.sh"
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-patches=${PATCHES:-$(grep -v -e '^#' -e '^$' "$REPO/hack/allocator/series" | tr '\n' ' ')}
+patches=${PATCHES:-$(allocator_series | tr '\n' ' ')}
 paths=()
 for p in $patches; do
   [ -f "$REPO/hack/allocator/$p" ] || die "PATCHES: no hack/allocator/$p"

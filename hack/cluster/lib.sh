@@ -40,6 +40,11 @@ k8s_ldflags() {
   echo "$ldf"
 }
 
+# allocator_series prints the names of hack/allocator's patches in the order
+# they apply (hack/allocator/series, without its comments).
+ALLOCATOR_SERIES=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/allocator/series
+allocator_series() { grep -v -e '^#' -e '^$' "$ALLOCATOR_SERIES"; }
+
 # need_built dies unless every named binary of the cluster cache is built.
 need_built() {
   local c
