@@ -15,7 +15,19 @@
 #     the counters it consumes, not every counter of its pool;
 #   pools-built-once.patch: a node's pool (device names and counter
 #     consumption validated) is built once while its converted slices stay
-#     the same, not on every Filter call.
+#     the same, not on every Filter call;
+#   selector-results-kept.patch: what a CEL selector said about a device is
+#     kept with the device's converted slice (at most 1,024 results a slice)
+#     for the next pod, instead of evaluating it again;
+#   counters-kept-per-pool.patch: the allocated devices are grouped by pool
+#     once per pod, and each pool keeps the counters its allocated devices
+#     leave until they change, instead of recomputing them on every Filter
+#     call from a fleet-wide lookup of each of its devices;
+#   pool-facts-kept.patch: whether a slice uses compatibility groups and
+#     whether a pool has binding conditions are answered once per object;
+#   counters-compared-before-reserving.patch: a device's counters are
+#     compared with what is left before they are reserved, so a device the
+#     counters refuse costs no map writes.
 # This script applies each prefix of the series to a copy of
 # k8s.io/dynamic-resource-allocation from the module cache (nothing of it is
 # kept), runs the module's own allocator tests and this project's allocation

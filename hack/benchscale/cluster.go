@@ -345,6 +345,46 @@ func (c *cluster) procStats(name string) (rssMiB, cpuSec float64) {
 	return rssMiB, cpuSec
 }
 
+// idleCores is the CPU (cores, scheduler, API server and etcd together)
+// below which settle calls the control plane idle: an idle 500-node fleet
+// without kubelets uses a few hundredths of a core.
+const idleCores = 0.1
+
+// settle waits at least minWait, then until the scheduler, the API server and
+// etcd together use less than idleCores over a second, or maxWait has passed.
+// It returns how long it waited and the last second's CPU (cores).
+func (c *cluster) settle(ctx context.Context, minWait, maxWait time.Duration) (time.Duration, float64) {
+	start := time.Now()
+	used := func() float64 {
+		total := 0.0
+		for _, name := range []string{"kube-scheduler", "kube-apiserver", "etcd"} {
+			_, cpu := c.procStats(name)
+			total += cpu
+		}
+		return total
+	}
+	select {
+	case <-ctx.Done():
+		return time.Since(start), 0
+	case <-time.After(minWait):
+	}
+	busy := 0.0
+	for last, t := used(), time.Now(); time.Since(start) < maxWait; {
+		select {
+		case <-ctx.Done():
+			return time.Since(start), busy
+		case <-time.After(time.Second):
+		}
+		now, tn := used(), time.Now()
+		busy = (now - last) / tn.Sub(t).Seconds()
+		if busy < idleCores {
+			break
+		}
+		last, t = now, tn
+	}
+	return time.Since(start), busy
+}
+
 // pctScoreLine sets percentageOfNodesToScore in the scheduler's
 // configuration; without it the scheduler scales it with the fleet.
 func pctScoreLine(pct int) string {

@@ -273,8 +273,11 @@ func runCell(ctx context.Context, o options, cell cellSpec) ([]runResult, error)
 		}
 		held = next
 		// The scheduler's informers need a moment for the last slices
-		// and claims.
-		time.Sleep(3 * time.Second)
+		// and claims, and the API server and the scheduler digest the
+		// fill for a while after it was written (thousands of claims at
+		// 500 nodes): the timed pods must not pay for that.
+		waited, busy := c.settle(ctx, 3*time.Second, 2*time.Minute)
+		logf("%s/%d: fill %d%%: control plane idle after %.0f s (%.2f cores in the last second)", l.name, n, fill, waited.Seconds(), busy)
 		rs, err := runFill(ctx, o, c, cs, cell, fill, cappedPods(timedPods(n, cell.ppn, cell.fill.capacity()-held), o.maxPods))
 		out = append(out, rs...)
 		if err != nil {
