@@ -16,7 +16,7 @@
 #      one with hack/allocator's patches: hack/build-patched-scheduler.sh),
 #      PLUGIN (a gpu-kubelet-plugin binary to take the slices from, e.g. an
 #      older build to compare with; default: built from this tree),
-#      MODES (claims,templates), REPEATS (2), CPUPROFILE (layout/nodes/mode),
+#      MODES (claims,templates), REPEATS (2), CPUPROFILE (layout/nodes/mode: CPU profiles of the scheduler and the API server, next to OUT),
 #      PODS_PER_NODE (whole=4,mig-1g=1,mig3p-1g=1,mig-whole=1,frac-20gi=4), OUT (/tmp/perf-scale-table.md),
 #      GATES: default (Kubernetes 1.37's defaults, what a production cluster
 #      runs: every gate this driver needs is on), cluster (the local cluster's,

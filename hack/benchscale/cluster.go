@@ -54,6 +54,7 @@ type cluster struct {
 	kubeconfig string
 	token      string
 	schedURL   string // https://127.0.0.1:port of the scheduler
+	apiURL     string // https://127.0.0.1:port of the API server
 	kcmPort    int
 	procs      map[string]*proc
 }
@@ -165,6 +166,7 @@ func startCluster(ctx context.Context, cfg clusterConfig) (c *cluster, err error
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	apiURL := "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	c.apiURL = apiURL
 	c.schedURL = "https://127.0.0.1:" + strconv.Itoa(ports[3])
 	write := func(name, content string) (string, error) {
 		p := filepath.Join(cfg.dir, name)
@@ -274,9 +276,10 @@ func (c *cluster) startKCM(ctx context.Context) error {
 	return c.waitHealthy(ctx, p, "https://127.0.0.1:"+port+"/healthz", 60*time.Second)
 }
 
-// saveProfile writes a CPU profile of the scheduler (its /debug/pprof).
-func (c *cluster) saveProfile(file string, seconds int) error {
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", c.schedURL, seconds), nil)
+// saveProfile writes a CPU profile of the component at base (the
+// scheduler's or the API server's URL: both serve /debug/pprof).
+func (c *cluster) saveProfile(base, file string, seconds int) error {
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds), nil)
 	if err != nil {
 		return err
 	}
@@ -288,7 +291,7 @@ func (c *cluster) saveProfile(file string, seconds int) error {
 	}
 	defer func() { _ = r.Body.Close() }()
 	if r.StatusCode != http.StatusOK {
-		return fmt.Errorf("scheduler pprof: %s", r.Status)
+		return fmt.Errorf("%s pprof: %s", base, r.Status)
 	}
 	b, err := io.ReadAll(r.Body)
 	if err != nil {

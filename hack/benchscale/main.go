@@ -68,7 +68,7 @@ func main() {
 	flag.IntVar(&o.schedQPS, "scheduler-qps", 5000, "kube-scheduler clientConnection qps and burst")
 	flag.IntVar(&o.schedV, "scheduler-v", 0, "kube-scheduler log verbosity")
 	flag.DurationVar(&o.stall, "stall", 90*time.Second, "give a run up when no pod was bound for this long")
-	flag.StringVar(&o.profileCell, "cpuprofile", "", "layout/nodes/mode whose first run also takes a scheduler CPU profile (e.g. mig-1g/500/claims)")
+	flag.StringVar(&o.profileCell, "cpuprofile", "", "layout/nodes/mode whose first run also takes CPU profiles of the scheduler and the API server (e.g. mig-1g/500/claims)")
 	flag.IntVar(&o.profileSecs, "cpuprofile-seconds", 20, "length of that profile")
 	x := addExplainFlags(flag.CommandLine) // the pending explainer instead (explain.go)
 	flag.Parse()

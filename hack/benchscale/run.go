@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,7 +64,7 @@ type runSpec struct {
 	repeat      int
 	workers     int
 	stall       time.Duration
-	profileTo   string // write a scheduler CPU profile of this run here
+	profileTo   string // write a scheduler CPU profile of this run here (and the API server's beside it)
 	profileSecs int
 }
 
@@ -142,11 +144,19 @@ func runOnce(ctx context.Context, c *cluster, cs kubernetes.Interface, spec runS
 	var profWG sync.WaitGroup
 	if spec.profileTo != "" {
 		profWG.Go(func() {
-			if err := c.saveProfile(spec.profileTo, spec.profileSecs); err != nil {
+			if err := c.saveProfile(c.schedURL, spec.profileTo, spec.profileSecs); err != nil {
 				fmt.Fprintf(os.Stderr, "profile: %v\n", err)
 				return
 			}
 			res.ProfileSaved = spec.profileTo
+		})
+		// The API server's CPU is the other half of a run's cost on a
+		// small machine: its profile goes beside the scheduler's.
+		profWG.Go(func() {
+			file := filepath.Join(filepath.Dir(spec.profileTo), "apiserver-"+strings.TrimPrefix(filepath.Base(spec.profileTo), "scheduler-"))
+			if err := c.saveProfile(c.apiURL, file, spec.profileSecs); err != nil {
+				fmt.Fprintf(os.Stderr, "apiserver profile: %v\n", err)
+			}
 		})
 	}
 
