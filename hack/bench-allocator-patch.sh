@@ -31,7 +31,8 @@
 # This script applies each prefix of the series to a copy of
 # k8s.io/dynamic-resource-allocation from the module cache (nothing of it is
 # kept), runs the module's own allocator tests and this project's allocation
-# tests on it (the allocations must not change), then BenchmarkFilterPerNode
+# tests on it (the allocations must not change; the scheduler's parallel
+# Filter calls on one allocator under the race detector), then BenchmarkFilterPerNode
 # on stock and every prefix, interleaved, through go test -modfile.
 # Env: ROUNDS (3), BENCH (BenchmarkFilterPerNode's regexp), BENCHTIME (500x),
 #      UPTO (measure only the first UPTO patches of the series),
@@ -64,6 +65,9 @@ for k in $(seq "$first" "$n"); do
   echo "== $mod $ver + ${series[*]:0:$k} ($v): the module's allocator tests, then this project's allocation tests"
   (cd "$work/$v" && go test -count=1 ./structured/...)
   go test -modfile="$work/$v.mod" -count=1 ./pkg/resourceslices/ ./internal/migpacking/ ./test/chart/ -run 'Alloc|Mig|Packing|Placement|Fraction|Sharing|Monitor|Taint|Profile|Order'
+  # The scheduler's parallel Filter calls on one allocator, under the race
+  # detector: the patches keep state across calls and pods.
+  go test -race -modfile="$work/$v.mod" -count=1 ./pkg/resourceslices/ -run 'ParallelFilter'
   [ -n "${TESTS_ONLY:-}" ] || go test -c -o "$work/$v.test" -modfile="$work/$v.mod" ./pkg/resourceslices/
 done
 [ -z "${TESTS_ONLY:-}" ] || exit 0
