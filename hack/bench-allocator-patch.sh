@@ -19,7 +19,7 @@
 #   selector-results-kept.patch: what a CEL selector said about a device is
 #     kept with the device's converted slice (at most 1,024 results a slice)
 #     for the next pod, instead of evaluating it again;
-#   counters-kept-per-pool.patch: the allocated devices are grouped by pool
+#   counters-kept-per-pool.patch: the allocated devices are counted per pool
 #     once per pod, and each pool keeps the counters its allocated devices
 #     leave until they change, instead of recomputing them on every Filter
 #     call from a fleet-wide lookup of each of its devices;

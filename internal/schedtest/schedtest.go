@@ -70,18 +70,43 @@ func New(t T, driverName, nodeName string, res resourceslice.DriverResources) *C
 func NewFromSlices(t T, nodeName string, objs []*resourceapi.ResourceSlice) *Cluster {
 	t.Helper()
 	c := &Cluster{
-		t:        t,
-		Node:     &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"kubernetes.io/hostname": nodeName}}},
-		Classes:  ShippedDeviceClasses(t),
-		celCache: cel.NewCache(100, cel.Features{EnableConsumableCapacity: true}),
-		allocated: structured.AllocatedState{
-			AllocatedDevices:         sets.New[structured.DeviceID](),
-			AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
-			AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
-		},
+		t:         t,
+		Node:      &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"kubernetes.io/hostname": nodeName}}},
+		Classes:   ShippedDeviceClasses(t),
+		celCache:  NewCELCache(),
+		allocated: NewAllocatedState(),
 	}
 	c.Slices = objs
 	return c
+}
+
+// NewCELCache is the compiled-expression cache the scheduler gives the
+// allocator, with the CEL features of Features.
+func NewCELCache() *cel.Cache {
+	return cel.NewCache(100, cel.Features{EnableConsumableCapacity: true})
+}
+
+// NewAllocatedState is a cluster where nothing is allocated yet.
+func NewAllocatedState() structured.AllocatedState {
+	return structured.AllocatedState{
+		AllocatedDevices:         sets.New[structured.DeviceID](),
+		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
+		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
+	}
+}
+
+// Hold records the devices of an allocation result in state, as the
+// scheduler counts a claim's allocation for the claims after it.
+func Hold(state structured.AllocatedState, r *resourceapi.AllocationResult) {
+	for _, d := range r.Devices.Results {
+		id := structured.MakeDeviceID(d.Driver, d.Pool, d.Device)
+		if d.ShareID != nil {
+			state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, d.ShareID))
+			state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, d.ConsumedCapacity))
+		} else {
+			state.AllocatedDevices.Insert(id)
+		}
+	}
 }
 
 // ShippedDeviceClasses returns the DeviceClasses the driver ships.
@@ -124,15 +149,7 @@ func (c *Cluster) Allocate(claim *resourceapi.ResourceClaim) *resourceapi.Alloca
 		return nil
 	}
 	r := results[0]
-	for _, d := range r.Devices.Results {
-		id := structured.MakeDeviceID(d.Driver, d.Pool, d.Device)
-		if d.ShareID != nil {
-			c.allocated.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, d.ShareID))
-			c.allocated.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, d.ConsumedCapacity))
-		} else {
-			c.allocated.AllocatedDevices.Insert(id)
-		}
-	}
+	Hold(c.allocated, &r)
 	return &r
 }
 

@@ -11,8 +11,6 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
@@ -33,16 +31,7 @@ func TestParallelFilterMatchesSequential(t *testing.T) {
 	const nodes = 6
 	var all []*resourceapi.ResourceSlice
 	clusters := make([]*schedtest.Cluster, nodes)
-	state := structured.AllocatedState{
-		AllocatedDevices:         sets.New[structured.DeviceID](),
-		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
-		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
-	}
-	hold := func(r *resourceapi.AllocationResult) {
-		for _, d := range r.Devices.Results {
-			state.AllocatedDevices.Insert(structured.MakeDeviceID(d.Driver, d.Pool, d.Device))
-		}
-	}
+	state := schedtest.NewAllocatedState()
 	for i := range clusters {
 		name := fmt.Sprintf("n%d", i)
 		c := schedtest.New(t, driverName, name, resourceslices.Build(name, inv, resourceslices.Options{DynamicMIG: true}))
@@ -52,13 +41,13 @@ func TestParallelFilterMatchesSequential(t *testing.T) {
 			if r == nil {
 				t.Fatalf("%s: fill claim %d did not fit", name, k)
 			}
-			hold(r)
+			schedtest.Hold(state, r)
 		}
 		clusters[i] = c
 		all = append(all, c.Slices...)
 	}
 	lister := clusters[0]
-	celCache := cel.NewCache(100, cel.Features{EnableConsumableCapacity: true})
+	celCache := schedtest.NewCELCache()
 	claims := []*resourceapi.ResourceClaim{
 		schedtest.Claim("mig", migRequest("mig", "1g.10gb")),
 		schedtest.Claim("whole", schedtest.Request("gpu", "gpu.nvidia.com", 1)),
@@ -116,7 +105,7 @@ func TestParallelFilterMatchesSequential(t *testing.T) {
 	if r == nil {
 		t.Fatal("n2: the 3g.40gb claim did not fit")
 	}
-	hold(r)
+	schedtest.Hold(state, r)
 	after := check("after a 3g.40gb on n2")
 	if slices.Equal(after["large"][2], before["large"][2]) {
 		t.Errorf("n2 offers %v for a 3g.40gb after one was bound there, as before", after["large"][2])
