@@ -11,7 +11,9 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -131,4 +133,87 @@ func TestChartAdmissionPolicyPinsSlicesToTheOwnNode(t *testing.T) {
 	if binding.Spec.PolicyName != policy.Name || !slices.Equal(binding.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
 		t.Errorf("binding %+v, want Deny for %s", binding.Spec, policy.Name)
 	}
+}
+
+// Every grant to the plugin's ServiceAccount: the ClusterRole above, and
+// the MPS daemons' Role, namespaced to the release's namespace and only
+// pods (templates/mps-admissionpolicy.yaml pins which pods). Nothing else in the
+// chart binds the ServiceAccount: no Secrets, no pods elsewhere.
+func TestChartPluginServiceAccountBindings(t *testing.T) {
+	out := helmTemplate(t)
+	var bound []string
+	for _, doc := range strings.Split(string(out), "\n---") {
+		var b struct {
+			Kind     string
+			Metadata struct{ Name, Namespace string }
+			RoleRef  rbacv1.RoleRef
+			Subjects []rbacv1.Subject
+		}
+		if err := yaml.Unmarshal([]byte(doc), &b); err != nil || (b.Kind != "ClusterRoleBinding" && b.Kind != "RoleBinding") {
+			continue
+		}
+		for _, s := range b.Subjects {
+			if s.Kind == "ServiceAccount" && s.Name == "gpu-dra-driver-kubelet-plugin" {
+				bound = append(bound, fmt.Sprintf("%s %s/%s -> %s %s", b.Kind, b.Metadata.Namespace, b.Metadata.Name, b.RoleRef.Kind, b.RoleRef.Name))
+			}
+		}
+	}
+	sort.Strings(bound)
+	want := []string{
+		"ClusterRoleBinding /gpu-dra-driver-kubelet-plugin -> ClusterRole gpu-dra-driver-kubelet-plugin",
+		"RoleBinding gpu-dra-driver/gpu-dra-driver-mps-daemons -> Role gpu-dra-driver-mps-daemons",
+	}
+	if !slices.Equal(bound, want) {
+		t.Errorf("bindings of the plugin's ServiceAccount\n got %s\nwant %s", strings.Join(bound, "\n     "), strings.Join(want, "\n     "))
+	}
+
+	var role rbacv1.Role
+	renderKind(t, "Role", "-mps-daemons", &role)
+	if role.Namespace != "gpu-dra-driver" {
+		t.Errorf("MPS daemons' Role in namespace %q, want the release's", role.Namespace)
+	}
+	got := rules(t, rbacv1.ClusterRole{Rules: role.Rules})
+	wantRules := []string{rule(rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "create", "delete"}})}
+	if !slices.Equal(got, wantRules) {
+		t.Errorf("MPS daemons' Role rules\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(wantRules, "\n     "))
+	}
+}
+
+// Events: RBAC grants create in every namespace (Node events go to the
+// default namespace, a claim's to the claim's); the events policy admits
+// only the plugin's own kind of event (pkg/driver/events.go recordEvent).
+func TestChartEventsPolicyPinsEventsToTheOwnNode(t *testing.T) {
+	var policy admissionv1.ValidatingAdmissionPolicy
+	renderKind(t, "ValidatingAdmissionPolicy", "-events-own-node", &policy)
+	var binding admissionv1.ValidatingAdmissionPolicyBinding
+	renderKind(t, "ValidatingAdmissionPolicyBinding", "-events-own-node", &binding)
+	if binding.Spec.PolicyName != policy.Name || !slices.Equal(binding.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+		t.Errorf("binding %+v, want Deny for %s", binding.Spec, policy.Name)
+	}
+	event := func(kind, name, ns, host string) *corev1.Event {
+		return &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: name + ".", Namespace: ns},
+			InvolvedObject: corev1.ObjectReference{Kind: kind, Name: name, Namespace: map[bool]string{true: "", false: ns}[kind == "Node"]},
+			Reason:         "GPUUnhealthy", Message: "m", Type: corev1.EventTypeWarning,
+			Source: corev1.EventSource{Component: "gpu-kubelet-plugin", Host: host},
+		}
+	}
+	for _, ok := range []*corev1.Event{event("Node", ownNode, "default", ownNode), event("ResourceClaim", "c", "tenant", ownNode), event("Pod", "p", "tenant", ownNode)} {
+		if matched, denials := admit(t, policy, admissionRequest{operation: "CREATE", username: pluginUser, nodeName: ownNode, object: ok}); !matched || len(denials) > 0 {
+			t.Errorf("event on %s %s: matched %v, denied %v", ok.InvolvedObject.Kind, ok.InvolvedObject.Name, matched, denials)
+		}
+	}
+	for _, bad := range []struct {
+		ev   *corev1.Event
+		want string
+	}{
+		{event("Node", otherNode, "default", ownNode), "reports only on its own Node, not on Node node-b"},
+		{event("Node", otherNode, "default", otherNode), "must have source.host node-a, not node-b"},
+		{event("Secret", "gpu-dra-driver-webhook-tls", "gpu-dra-driver", ownNode), "not on involvedObject.kind Secret"},
+	} {
+		matched, denials := admit(t, policy, admissionRequest{operation: "CREATE", username: pluginUser, nodeName: ownNode, object: bad.ev})
+		requireDenied(t, "event on "+bad.ev.InvolvedObject.Kind+" "+bad.ev.InvolvedObject.Name, matched, denials, bad.want)
+	}
+	matched, denials := admit(t, policy, admissionRequest{operation: "CREATE", username: pluginUser, object: event("Node", ownNode, "default", ownNode)})
+	requireDenied(t, "event from a token without a node", matched, denials, "no node is associated")
 }

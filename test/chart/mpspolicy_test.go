@@ -1,0 +1,342 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package chart
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
+)
+
+// The policies that confine a stolen kubelet-plugin token (issue 42),
+// evaluated in process (policyeval_test.go) against the MPS daemon pod that
+// pkg/sharing really builds, and against that pod with one attack each.
+// test/e2e/pluginpolicy_test.go asks a real API server the same.
+
+const (
+	pluginUser = "system:serviceaccount:gpu-dra-driver:gpu-dra-driver-kubelet-plugin"
+	ownNode    = "node-a"
+	otherNode  = "node-b"
+)
+
+// policyMode is one way the chart deploys the plugin, as the daemon pods
+// differ: without the driver root (simulated files), with it (simulated
+// devices, real GPUs).
+type policyMode struct {
+	name string
+	set  []string
+}
+
+var policyModes = []policyMode{
+	{"SimulatedFiles", []string{"simulate.profile=h100x8", "kubeletDir=/var/lib/k0s/kubelet"}},
+	{"SimulatedDevices", []string{"simulate.profile=h100x8", "simulate.nodeMode=devices", "driverRoot=/opt/nvidia-root"}},
+	{"RealGPUs", nil},
+}
+
+// daemonPod is the pod the plugin deployed with set would create on
+// ownNode: pkg/sharing PodRunner.Pod with the image, driver root and state
+// directory the rendered DaemonSet gives the plugin, then what the API
+// server adds before validating admission (the ServiceAccount admission
+// plugin's "default", and the defaults of a Pod).
+func daemonPod(t *testing.T, set ...string) (pod *corev1.Pod, pluginDir string) {
+	t.Helper()
+	c := plugin(t, render(t, append([]string{"driverName=" + testDriver}, set...)...))
+	r := &sharing.PodRunner{Namespace: "gpu-dra-driver", NodeName: ownNode}
+	kubeletDir := ""
+	for _, e := range c.Env {
+		if e.Name == "MPS_DAEMON_IMAGE" {
+			r.Image = e.Value
+		}
+	}
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--host-driver-root="); ok {
+			r.HostDriverRoot = v
+			r.DaemonDefaults = strings.Contains(strings.Join(set, ","), "simulate.nodeMode=devices")
+		}
+		if v, ok := strings.CutPrefix(a, "--kubelet-dir="); ok {
+			kubeletDir = v
+		}
+	}
+	if r.Image == "" || kubeletDir == "" {
+		t.Fatalf("plugin container has no MPS_DAEMON_IMAGE or --kubelet-dir: %v %v", c.Env, c.Args)
+	}
+	// cmd/gpu-kubelet-plugin: the state directory, and MPS under it.
+	pluginDir = filepath.Join(kubeletDir, "plugins", testDriver)
+	uuid := "GPU-00000000-0000-0000-0000-0000000000a1"
+	pod = r.Pod(&sharing.Daemon{DeviceUUID: uuid, Dir: filepath.Join(pluginDir, "mps", uuid), Defaults: sharing.Settings{ActiveThreadPercentage: 50}})
+	pod.Spec.ServiceAccountName = "default"
+	pod.Spec.DeprecatedServiceAccount = "default"
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{}
+	pod.Spec.DNSPolicy = corev1.DNSClusterFirst
+	pod.Spec.SchedulerName = corev1.DefaultSchedulerName
+	pod.Spec.Priority = ptr.To[int32](0)
+	for i := range pod.Spec.Containers {
+		pod.Spec.Containers[i].TerminationMessagePath = corev1.TerminationMessagePathDefault
+		pod.Spec.Containers[i].TerminationMessagePolicy = corev1.TerminationMessageReadFile
+	}
+	return pod, pluginDir
+}
+
+func mpsPolicy(t *testing.T, set ...string) admissionv1.ValidatingAdmissionPolicy {
+	t.Helper()
+	var policy admissionv1.ValidatingAdmissionPolicy
+	renderKind(t, "ValidatingAdmissionPolicy", "-mps-daemon-pods", &policy, append([]string{"driverName=" + testDriver}, set...)...)
+	return policy
+}
+
+// requireDenied fails t unless the policy matched and one denial contains want.
+func requireDenied(t *testing.T, what string, matched bool, denials []string, want string) {
+	t.Helper()
+	switch {
+	case !matched:
+		t.Errorf("%s: the policy did not match", what)
+	case len(denials) == 0:
+		t.Errorf("%s: admitted, want it denied (%q)", what, want)
+	default:
+		for _, d := range denials {
+			if strings.Contains(d, want) {
+				return
+			}
+		}
+		t.Errorf("%s: denied, but no message says %q:\n  %s", what, want, strings.Join(denials, "\n  "))
+	}
+}
+
+func TestChartMPSPolicyAdmitsTheDaemonPod(t *testing.T) {
+	for _, m := range policyModes {
+		t.Run(m.name, func(t *testing.T) {
+			pod, _ := daemonPod(t, m.set...)
+			policy := mpsPolicy(t, m.set...)
+			matched, denials := admit(t, policy, admissionRequest{operation: "CREATE", username: pluginUser, nodeName: ownNode, object: pod})
+			if !matched || len(denials) > 0 {
+				t.Errorf("the MPS daemon pod of pkg/sharing PodRunner.Pod: matched %v, denied: %s", matched, strings.Join(denials, "; "))
+			}
+			// Deleting it when its last claim is unprepared.
+			matched, denials = admit(t, policy, admissionRequest{operation: "DELETE", username: pluginUser, nodeName: ownNode, oldObject: pod})
+			if !matched || len(denials) > 0 {
+				t.Errorf("deleting the daemon pod: matched %v, denied: %s", matched, strings.Join(denials, "; "))
+			}
+		})
+	}
+}
+
+// Each attack alone on top of the daemon pod, in each mode; want is what
+// the denial must name.
+func TestChartMPSPolicyRefusesEachAttack(t *testing.T) {
+	hostPath := func(name, path string) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path}}}
+	}
+	addVolume := func(v corev1.Volume, mountPath string) func(*corev1.Pod, string) {
+		return func(p *corev1.Pod, _ string) {
+			p.Spec.Volumes = append(p.Spec.Volumes, v)
+			c := &p.Spec.Containers[0]
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: mountPath})
+		}
+	}
+	withHostPath := func(name string, path func(pluginDir string) string) func(*corev1.Pod, string) {
+		return func(p *corev1.Pod, pluginDir string) {
+			addVolume(hostPath(name, path(pluginDir)), "/"+name)(p, pluginDir)
+		}
+	}
+	ctr := func(f func(c *corev1.Container)) func(*corev1.Pod, string) {
+		return func(p *corev1.Pod, _ string) { f(&p.Spec.Containers[0]) }
+	}
+	attacks := []struct {
+		name   string
+		mutate func(p *corev1.Pod, pluginDir string)
+		want   string
+		// skip: the modes where the row is what the daemon pod does.
+		skip string
+	}{
+		{name: "AnotherNode", mutate: func(p *corev1.Pod, _ string) { p.Spec.NodeName = otherNode }, want: "spec.nodeName node-a, not node-b"},
+		{name: "NoNodeName", mutate: func(p *corev1.Pod, _ string) { p.Spec.NodeName = "" }, want: "not an empty spec.nodeName"},
+		{name: "NotADaemonPod", mutate: func(p *corev1.Pod, _ string) { p.Labels = map[string]string{"app": "x"} }, want: "app.kubernetes.io/component=mps-control-daemon"},
+		{name: "Privileged", mutate: ctr(func(c *corev1.Container) { c.SecurityContext.Privileged = ptr.To(true) }), want: "privileged must be false", skip: "RealGPUs SimulatedDevices"},
+		{name: "CapabilityAdded", mutate: ctr(func(c *corev1.Container) {
+			c.SecurityContext.Capabilities = &corev1.Capabilities{Add: []corev1.Capability{"SYS_PTRACE"}}
+		}), want: "add no capabilities"},
+		{name: "SeccompUnconfined", mutate: ctr(func(c *corev1.Container) {
+			c.SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
+		}), want: "RuntimeDefault seccomp"},
+		{name: "PodSELinuxType", mutate: func(p *corev1.Pod, _ string) {
+			p.Spec.SecurityContext.SELinuxOptions = &corev1.SELinuxOptions{Type: "spc_t"}
+		}, want: "spec.securityContext may set only"},
+		{name: "AppArmorAnnotation", mutate: func(p *corev1.Pod, _ string) {
+			p.Annotations["container.apparmor.security.beta.kubernetes.io/mps-control-daemon"] = "unconfined"
+		}, want: "AppArmor and seccomp annotations"},
+		{name: "HostNetwork", mutate: func(p *corev1.Pod, _ string) { p.Spec.HostNetwork = true }, want: "spec.hostNetwork"},
+		{name: "HostIPC", mutate: func(p *corev1.Pod, _ string) { p.Spec.HostIPC = true }, want: "spec.hostIPC"},
+		{name: "RuntimeClass", mutate: func(p *corev1.Pod, _ string) { p.Spec.RuntimeClassName = ptr.To("nvidia") }, want: "spec.runtimeClassName"},
+		{name: "HostPathRoot", mutate: withHostPath("host", func(string) string { return "/" }), want: "hostPath / is not under", skip: "RealGPUs"},
+		// With real GPUs the default driver root is the host's /: read-only.
+		{name: "HostRootWritable", mutate: withHostPath("host", func(string) string { return "/" }),
+			want: "readOnly, not writable at mps-control-daemon:/host", skip: "SimulatedFiles SimulatedDevices"},
+		{name: "HostPathEtc", mutate: withHostPath("etc", func(string) string { return "/etc" }), want: "hostPath /etc is not under the plugin's directory"},
+		{name: "HostPathKubeletPlugins", mutate: withHostPath("plugins", filepath.Dir), want: "is not under the plugin's directory"},
+		{name: "HostPathPluginDirSibling", mutate: withHostPath("sibling", func(d string) string { return d + "-evil" }), want: "-evil is not under the plugin's directory"},
+		{name: "HostPathBacksteps", mutate: withHostPath("up", func(d string) string { return d + "/mps/../../../../../etc" }), want: "is not under the plugin's directory"},
+		{name: "SecretVolume", mutate: addVolume(corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: "gpu-dra-driver-webhook-tls"}}}, "/tls"), want: "volumes tls are not hostPath or emptyDir"},
+		{name: "TokenVolume", mutate: addVolume(corev1.Volume{Name: "token", VolumeSource: corev1.VolumeSource{
+			Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{
+				ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}}, "/token"), want: "volumes token are not"},
+		{name: "ConfigMapVolume", mutate: addVolume(corev1.Volume{Name: "cm", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}}}, "/cm"), want: "volumes cm are not"},
+		{name: "WebhookServiceAccount", mutate: func(p *corev1.Pod, _ string) { p.Spec.ServiceAccountName = "gpu-dra-driver-webhook" },
+			want: "spec.serviceAccountName must be unset, not gpu-dra-driver-webhook"},
+		{name: "AutomountedToken", mutate: func(p *corev1.Pod, _ string) { p.Spec.AutomountServiceAccountToken = ptr.To(true) }, want: "automountServiceAccountToken"},
+		{name: "OtherImage", mutate: ctr(func(c *corev1.Container) { c.Image = "busybox" }), want: "must be the plugin's image"},
+		{name: "OtherCommand", mutate: ctr(func(c *corev1.Container) { c.Command = []string{"/bin/sh", "-c", "cat /etc/shadow"} }), want: "not /bin/sh -c cat /etc/shadow"},
+		{name: "OtherSubcommand", mutate: ctr(func(c *corev1.Container) { c.Args = []string{"--driver-name=x"} }), want: "mps-control-daemon with only its own flags"},
+		{name: "OtherDriverRootFlag", mutate: ctr(func(c *corev1.Container) { c.Args = append(c.Args, "--driver-root=/mps") }), want: "--driver-root=/mps"},
+		{name: "ForeignFlag", mutate: ctr(func(c *corev1.Container) { c.Args = append(c.Args, "--log-file=/mps/x") }), want: "--log-file=/mps/x"},
+		{name: "EnvFromSecret", mutate: ctr(func(c *corev1.Container) {
+			c.Env = []corev1.EnvVar{{Name: "KEY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "gpu-dra-driver-webhook-tls"}, Key: "tls.key"}}}}
+		}), want: "spec.containers[mps-control-daemon].env"},
+		{name: "PostStartHook", mutate: ctr(func(c *corev1.Container) {
+			c.Lifecycle = &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"id"}}}}
+		}), want: "spec.containers[mps-control-daemon].lifecycle"},
+		{name: "ExecProbe", mutate: ctr(func(c *corev1.Container) {
+			c.LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"id"}}}}
+		}), want: "spec.containers[mps-control-daemon].livenessProbe"},
+		{name: "InitContainer", mutate: func(p *corev1.Pod, _ string) {
+			c := p.Spec.Containers[0]
+			c.Name = "init"
+			p.Spec.InitContainers = []corev1.Container{c}
+		}, want: "spec.initContainers"},
+		{name: "SecondContainer", mutate: func(p *corev1.Pod, _ string) {
+			c := p.Spec.Containers[0]
+			c.Name = "second"
+			p.Spec.Containers = append(p.Spec.Containers, c)
+		}, want: "one container, the daemon, not 2"},
+		{name: "DriverRootWritable", mutate: func(p *corev1.Pod, _ string) {
+			for i := range p.Spec.Containers[0].VolumeMounts {
+				if p.Spec.Containers[0].VolumeMounts[i].MountPath == "/driver-root" {
+					p.Spec.Containers[0].VolumeMounts[i].ReadOnly = false
+				}
+			}
+		}, want: "readOnly, not writable at mps-control-daemon:/driver-root", skip: "SimulatedFiles"},
+	}
+	for _, m := range policyModes {
+		t.Run(m.name, func(t *testing.T) {
+			policy := mpsPolicy(t, m.set...)
+			legit, pluginDir := daemonPod(t, m.set...)
+			for _, a := range attacks {
+				if strings.Contains(a.skip, m.name) {
+					continue
+				}
+				p := legit.DeepCopy()
+				a.mutate(p, pluginDir)
+				matched, denials := admit(t, policy, admissionRequest{operation: "CREATE", username: pluginUser, nodeName: ownNode, object: p})
+				requireDenied(t, a.name, matched, denials, a.want)
+			}
+		})
+	}
+}
+
+// The pod of issue 42, all at once; a token without a node; updates; and
+// deleting what is not a daemon pod of the token's node.
+func TestChartMPSPolicyOperations(t *testing.T) {
+	policy := mpsPolicy(t)
+	legit, _ := daemonPod(t)
+	issuePod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "stolen-token", Namespace: "gpu-dra-driver"},
+		Spec: corev1.PodSpec{
+			NodeName: otherNode, HostPID: true, ServiceAccountName: "gpu-dra-driver-webhook",
+			Volumes: []corev1.Volume{
+				{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}},
+				{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "gpu-dra-driver-webhook-tls"}}},
+			},
+			Containers: []corev1.Container{{Name: "root", Image: "busybox", Command: []string{"sleep", "3600"},
+				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+				VolumeMounts:    []corev1.VolumeMount{{Name: "host", MountPath: "/host"}, {Name: "tls", MountPath: "/tls"}}}},
+		},
+	}
+	matched, denials := admit(t, policy, admissionRequest{operation: "CREATE", username: pluginUser, nodeName: ownNode, object: issuePod})
+	requireDenied(t, "issue 42's pod", matched, denials, "spec.nodeName node-a, not node-b")
+	requireDenied(t, "issue 42's pod", matched, denials, "volumes tls")
+	requireDenied(t, "issue 42's pod", matched, denials, "must be the plugin's image")
+
+	// Anyone else is not this policy's business.
+	matched, _ = admit(t, policy, admissionRequest{operation: "CREATE", username: "system:serviceaccount:gpu-dra-driver:gpu-dra-driver-webhook", nodeName: ownNode, object: issuePod})
+	if matched {
+		t.Error("the policy matched a pod created by another user")
+	}
+
+	matched, denials = admit(t, policy, admissionRequest{operation: "CREATE", username: pluginUser, object: legit})
+	requireDenied(t, "a token without a node", matched, denials, "no node is associated with this user")
+
+	matched, denials = admit(t, policy, admissionRequest{operation: "UPDATE", username: pluginUser, nodeName: ownNode, object: legit, oldObject: legit})
+	requireDenied(t, "updating its daemon pod", matched, denials, "may not update pod")
+
+	onOther := legit.DeepCopy()
+	onOther.Spec.NodeName = otherNode
+	matched, denials = admit(t, policy, admissionRequest{operation: "DELETE", username: pluginUser, nodeName: ownNode, oldObject: onOther})
+	requireDenied(t, "deleting another node's daemon pod", matched, denials, "spec.nodeName node-a, not node-b")
+
+	webhookPod := issuePod.DeepCopy()
+	webhookPod.Spec.NodeName = ownNode
+	webhookPod.Labels = map[string]string{"app.kubernetes.io/component": "webhook"}
+	matched, denials = admit(t, policy, admissionRequest{operation: "DELETE", username: pluginUser, nodeName: ownNode, oldObject: webhookPod})
+	requireDenied(t, "deleting the webhook's pod on its node", matched, denials, "not webhook")
+}
+
+// The policy and its Deny binding ship with MPS, and only with it (without
+// MPS the plugin may create no pods: templates/mps-rbac.yaml).
+func TestChartMPSPolicyBoundWithMPS(t *testing.T) {
+	policy := mpsPolicy(t)
+	if policy.Spec.FailurePolicy == nil || *policy.Spec.FailurePolicy != admissionv1.Fail {
+		t.Errorf("failurePolicy %v, want Fail", policy.Spec.FailurePolicy)
+	}
+	var binding admissionv1.ValidatingAdmissionPolicyBinding
+	renderKind(t, "ValidatingAdmissionPolicyBinding", "-mps-daemon-pods", &binding)
+	if binding.Spec.PolicyName != policy.Name || len(binding.Spec.ValidationActions) != 1 || binding.Spec.ValidationActions[0] != admissionv1.Deny {
+		t.Errorf("binding %+v, want Deny for %s", binding.Spec, policy.Name)
+	}
+	out := string(helmTemplate(t, "sharing.strategies={TimeSlicing}"))
+	if strings.Contains(out, "-mps-daemon-pods") || strings.Contains(out, "-mps-daemons") {
+		t.Error("without MPS the chart still renders the MPS daemon pods' RBAC or policy")
+	}
+}
+
+// The slice policy: this driver's slices of the token's node only.
+func TestChartSlicePolicyChecksDriverAndNode(t *testing.T) {
+	var policy admissionv1.ValidatingAdmissionPolicy
+	renderKind(t, "ValidatingAdmissionPolicy", "-resourceslices-own-node", &policy, "driverName="+testDriver)
+	slice := func(driver, node string) *resourceapi.ResourceSlice {
+		return &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: node + "-" + driver},
+			Spec: resourceapi.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node),
+				Pool: resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1}},
+		}
+	}
+	for _, op := range []string{"CREATE", "UPDATE", "DELETE"} {
+		req := func(s *resourceapi.ResourceSlice) admissionRequest {
+			r := admissionRequest{operation: op, username: pluginUser, nodeName: ownNode}
+			if op != "DELETE" {
+				r.object = s
+			}
+			if op != "CREATE" {
+				r.oldObject = s
+			}
+			return r
+		}
+		if matched, denials := admit(t, policy, req(slice(testDriver, ownNode))); !matched || len(denials) > 0 {
+			t.Errorf("%s of its own slice: matched %v, denied: %v", op, matched, denials)
+		}
+		matched, denials := admit(t, policy, req(slice("other.example.com", ownNode)))
+		requireDenied(t, op+" of another driver's slice", matched, denials, "spec.driver gpu.example.com, not other.example.com")
+		matched, denials = admit(t, policy, req(slice(testDriver, otherNode)))
+		requireDenied(t, op+" of another node's slice", matched, denials, "may not modify ResourceSlices of node node-b")
+	}
+}
