@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -50,7 +51,7 @@ blocking cause was found, 2 when the tool could not tell.`,
 	f.StringVar(&o.context, "context", "", "kubeconfig context")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&o.driverName, "driver-name", "gpu.nvidia.com", "the driver's name (chart value driverName)")
-	f.StringVar(&o.dump, "dump", "", "also write the cluster state read to this YAML file (for bug reports and test fixtures)")
+	f.StringVar(&o.dump, "dump", "", "also write the cluster state read to this YAML file, mode 0600, without env and annotation values (for bug reports and test fixtures)")
 	f.StringVar(&o.from, "from", "", "diagnose a state written by --dump instead of reading a cluster")
 	f.DurationVar(&o.timeout, "timeout", 30*time.Second, "time limit for reading the cluster")
 	cmd.AddCommand(
@@ -71,7 +72,7 @@ func (o *diagnoseOptions) sub(use, short, kind string) *cobra.Command {
 			}
 			var snap *diagnose.Snapshot
 			if err == nil {
-				snap, err = o.snapshot(cmd.Context(), t)
+				snap, err = o.snapshot(cmd.Context(), cmd.ErrOrStderr(), t)
 			}
 			if err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "Error:", err)
@@ -121,7 +122,7 @@ func parseTarget(kind, arg string) (diagnose.Target, error) {
 	return diagnose.Target{Kind: kind, Namespace: ns, Name: name}, nil
 }
 
-func (o *diagnoseOptions) snapshot(ctx context.Context, t diagnose.Target) (*diagnose.Snapshot, error) {
+func (o *diagnoseOptions) snapshot(ctx context.Context, stderr io.Writer, t diagnose.Target) (*diagnose.Snapshot, error) {
 	if o.from != "" {
 		return readSnapshot(o.from)
 	}
@@ -136,13 +137,10 @@ func (o *diagnoseOptions) snapshot(ctx context.Context, t diagnose.Target) (*dia
 		return nil, err
 	}
 	if o.dump != "" {
-		data, err := yaml.Marshal(snap)
-		if err != nil {
+		if err := diagnose.WriteDump(o.dump, snap); err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(o.dump, data, 0o644); err != nil {
-			return nil, err
-		}
+		fmt.Fprintf(stderr, "Wrote %s (mode 0600), leaving out %s. Read it before you share it.\n", o.dump, strings.Join(diagnose.DumpLeftOut, "; "))
 	}
 	return snap, nil
 }

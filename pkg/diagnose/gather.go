@@ -6,21 +6,17 @@ package diagnose
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics/metricname"
 )
 
 // PluginSelector selects the chart's kubelet-plugin pods and DaemonSets
 // (deployments/helm/gpu-dra-driver/templates/_helpers.tpl).
 const PluginSelector = "app.kubernetes.io/name=gpu-dra-driver,app.kubernetes.io/component=kubelet-plugin"
 
+// defaultMetricsPort is the chart's kubeletPlugin.metricsPort.
 const defaultMetricsPort = 9402
 
 // Target is what to diagnose: Kind "pod", "claim" or "node".
@@ -96,7 +92,7 @@ func Gather(ctx context.Context, cs kubernetes.Interface, driverName string, t T
 		s.events(ctx, cs, "Node", "", t.Name)
 	}
 	for node := range nodes {
-		s.metrics(ctx, cs, node)
+		s.Unreadable = append(s.Unreadable, MetricsNotRead(node))
 	}
 	return s, nil
 }
@@ -111,45 +107,12 @@ func (s *Snapshot) events(ctx context.Context, cs kubernetes.Interface, kind, na
 	s.Events = append(s.Events, list.Items...)
 }
 
-// metrics reads the plugin's /metrics through the API server's pod proxy
-// and the kubelet's plugin registrations through its node proxy.
-func (s *Snapshot) metrics(ctx context.Context, cs kubernetes.Interface, node string) {
-	for _, p := range s.pluginPodsOn(node) {
-		if p.Status.Phase != corev1.PodRunning {
-			continue
-		}
-		port := strconv.Itoa(metricsPort(p))
-		raw, err := cs.CoreV1().Pods(p.Namespace).ProxyGet("http", p.Name, port, "/metrics", nil).DoRaw(ctx)
-		if err != nil {
-			s.Unreadable = append(s.Unreadable, fmt.Sprintf("metrics of plugin pod %s/%s: %v", p.Namespace, p.Name, err))
-			continue
-		}
-		s.PluginMetrics[node] = FilterMetrics(string(raw), metricname.Prefix)
-		break
-	}
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "metrics").DoRaw(ctx)
-	if err != nil {
-		// Only worth saying when the plugin could not tell either.
-		if !strings.Contains(s.PluginMetrics[node], metricname.KubeletRegistered) {
-			s.Unreadable = append(s.Unreadable, fmt.Sprintf("kubelet metrics of node %s (plugin registration): %v", node, err))
-		}
-		return
-	}
-	s.KubeletMetrics[node] = FilterMetrics(string(raw), metricKubeletPlugins)
-}
-
-// metricsPort reads the plugin's --http-endpoint port.
-func metricsPort(p *corev1.Pod) int {
-	for _, c := range p.Spec.Containers {
-		for _, a := range c.Args {
-			if v, ok := strings.CutPrefix(a, "--http-endpoint="); ok {
-				if i := strings.LastIndex(v, ":"); i >= 0 {
-					if n, err := strconv.Atoi(v[i+1:]); err == nil {
-						return n
-					}
-				}
-			}
-		}
-	}
-	return defaultMetricsPort
+// MetricsNotRead is what a live diagnosis says in place of the plugin's
+// and the kubelet's metrics. Both are reachable only through the API
+// server's proxy (pods/proxy to the plugin's port, nodes/proxy to the
+// kubelet, which is the kubelet's whole API), and the CLI asks for neither
+// permission. Registration then shows as unknown unless the kubelet's own
+// events tell; prepare errors still come from the pod's events.
+func MetricsNotRead(node string) string {
+	return fmt.Sprintf("metrics of node %s (the plugin's gpu_dra_* and the kubelet's plugin registration): not read, since they are reachable only through the API server's pods/proxy and nodes/proxy, which this tool does not use; read them where Prometheus scrapes them, or on the node: curl http://<plugin pod IP>:%d/metrics (the chart's kubeletPlugin.metricsPort)", node, defaultMetricsPort)
 }
