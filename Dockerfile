@@ -7,6 +7,14 @@
 # specs use is one the hook knows. It runs on the host and needs glibc 2.34+
 # there (this stage is Debian 12). The admission webhook (gpu-dra-webhook)
 # ships in the same image; the chart runs it with its own command.
+#
+# Base images: pin each by digest (image:tag@sha256:<index digest>, e.g. from
+# `crane digest golang:1.26-bookworm` or `docker buildx imagetools inspect`)
+# where the image is built for release. They are named by tag here because
+# the digests could not be looked up where this file was last changed (no
+# registry reachable); a tag can be moved to other content, a digest cannot
+# (docs/security.md). The local cluster's image (hack/cluster/images.sh)
+# uses no base image.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -19,6 +27,9 @@ RUN CGO_ENABLED=1 go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o /out/
     CGO_ENABLED=1 go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o /out/gpudra ./cmd/gpudra && \
     CGO_ENABLED=1 GOBIN=/out go install -trimpath -ldflags "-s -w" \
       "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook@$(go list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)"
+# The hook's SHA-256, which the plugin checks it against before it installs
+# it on the host and after (pkg/cdi InstallHook).
+RUN cd /out && sha256sum nvidia-cdi-hook > nvidia-cdi-hook.sha256
 
 FROM gcr.io/distroless/base-debian12
 COPY --from=build /out/ /usr/bin/

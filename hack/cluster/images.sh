@@ -84,6 +84,9 @@ driver_image() {
   local ctk
   ctk=$(cd "$repo" && go list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)
   (cd "$repo" && CGO_ENABLED=1 CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" GOBIN="$r/usr/bin" go install -trimpath -ldflags "-s -w" "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook@$ctk")
+  # Its SHA-256, which the plugin checks the hook against before it installs
+  # it on the host and after (pkg/cdi InstallHook).
+  (cd "$r/usr/bin" && sha256sum nvidia-cdi-hook > nvidia-cdi-hook.sha256)
   local lib bin
   for bin in gpu-kubelet-plugin gpu-dra-webhook; do
     for lib in $(ldd "$r/usr/bin/$bin" | grep -oE '/[^ ]+'); do
