@@ -120,7 +120,7 @@ func TestChartPodMonitorScrapesThePlugin(t *testing.T) {
 	if ep.Port != "" || ep.Path != "/metrics" || ep.Interval != "30s" {
 		t.Errorf("endpoint %+v", ep)
 	}
-	if v, _ := flag(plugin(t, ds), "--http-endpoint"); v != ":9555" {
+	if v, _ := flag(plugin(t, ds), "--http-endpoint"); v != "[$(POD_IP)]:9555" {
 		t.Errorf("plugin serves metrics on %q", v)
 	}
 	for _, hostNetwork := range []string{"true", "false"} {
