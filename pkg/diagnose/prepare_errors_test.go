@@ -22,6 +22,7 @@ import (
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
@@ -83,7 +84,7 @@ func newPreparedNode(t *testing.T) *preparedNode {
 		t.Fatal(err)
 	}
 	state := prepare.New(prepare.Config{
-		DriverName: "gpu.nvidia.com", PoolName: testNode, Devices: devices, Store: store, CDI: w, Status: noStatus{}, BootID: sim.BootID(),
+		DriverName: "gpu.nvidia.com", PoolName: testNode, Devices: devices, Ledger: ledger.New(store), CDI: w, Status: noStatus{}, BootID: sim.BootID(),
 	})
 	return &preparedNode{sim: sim, gpu: g, edits: edits, state: state}
 }

@@ -16,12 +16,13 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
-// allocation is what prepared claims hold on each GPU, for the metrics
-// (pkg/metrics ObserveAllocation). It is computed from the checkpoint's
-// records, which prepare, unprepare and restore keep, when Prometheus
-// scrapes: there is no second count to keep in step.
+// allocation is what prepared claims hold on each GPU the node publishes
+// (a VM's GPU included, which NVML does not list), for the metrics
+// (pkg/metrics ObserveAllocation). It is computed from the ledger's view,
+// records of newer drivers included, when Prometheus scrapes: there is no
+// second count to keep in step.
 func (d *Driver) allocation() []metrics.GPUAllocation {
-	return gpuAllocation(d.cfg.Backend.Inventory, d.state.Store.List())
+	return gpuAllocation(d.gpus, d.state.Ledger.View().Records())
 }
 
 // gpuAllocation sums records per GPU of inv. Records that hold their

@@ -23,6 +23,7 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/capfile"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
@@ -65,7 +66,7 @@ func retry(ctx context.Context, what string, f func(context.Context) error) bool
 // publish hands the slices to the ResourceSlice controller, seeding them
 // first on a node that has none, then follows device health. Readiness
 // waits for it.
-func (d *Driver) publish(ctx context.Context, resources resourceslice.DriverResources, store *checkpoint.Store, watched []health.Device) {
+func (d *Driver) publish(ctx context.Context, resources resourceslice.DriverResources, book *ledger.Ledger, watched []health.Device) {
 	logger := klog.FromContext(ctx)
 	// Seeding is only a head start on the controller's one-second wait:
 	// one bounded attempt.
@@ -96,7 +97,7 @@ func (d *Driver) publish(ctx context.Context, resources resourceslice.DriverReso
 			return err
 		}
 		return d.helper.PublishResources(ctx, res)
-	}, store, watched)
+	}, book, watched)
 }
 
 // removeStale unprepares claims deleted or reallocated while the plugin

@@ -11,6 +11,7 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
@@ -74,26 +75,73 @@ func WithPassthroughGPUs(inv *nvdev.Inventory, records []checkpoint.PreparedClai
 	return &out
 }
 
+// passthroughGPUs is WithPassthroughGPUs for a node that must publish: a
+// GPU a record holds for a VM is published from the record only where
+// that makes a valid table, because a record written before nvidia.ko was
+// reloaded can carry a minor another GPU has now, and a damaged one a
+// name no attribute can carry. Such a GPU is left out (and said why); its
+// claim keeps it all the same (the ledger holds it by UUID) and is
+// unprepared from its record.
+//
+// It returns the inventory with the VMs' GPUs, the records the table is to
+// be built from (without the devices left out) and the problems.
+func passthroughGPUs(inv *nvdev.Inventory, records []checkpoint.PreparedClaim, o resourceslices.Options, node string) (*nvdev.Inventory, []checkpoint.PreparedClaim, []error) {
+	minors := map[int]string{}
+	for _, g := range inv.GPUs {
+		minors[g.Minor] = g.UUID
+	}
+	var problems []error
+	kept := records[:0:0]
+	for _, rec := range records {
+		keep := rec
+		keep.Devices = nil
+		for _, d := range rec.Devices {
+			if d.Vfio != nil && d.Vfio.GPU != nil && minors[d.Vfio.GPU.Minor] != d.Vfio.GPU.UUID {
+				if err := publishable(inv, d.Vfio.GPU, minors, o, node); err != nil {
+					problems = append(problems, fmt.Errorf("claim %s/%s: %w", rec.Namespace, rec.Name, err))
+					continue
+				}
+				minors[d.Vfio.GPU.Minor] = d.Vfio.GPU.UUID
+			}
+			keep.Devices = append(keep.Devices, d)
+		}
+		kept = append(kept, keep)
+	}
+	return WithPassthroughGPUs(inv, kept), kept, problems
+}
+
+// publishable checks a VM's GPU, as its record describes it, against the
+// GPUs published already and alone in a table of its own.
+func publishable(inv *nvdev.Inventory, g *nvdev.GPU, minors map[int]string, o resourceslices.Options, node string) error {
+	if other, taken := minors[g.Minor]; taken {
+		return fmt.Errorf("GPU %s, bound to vfio-pci for a VM, is recorded with minor %d, which GPU %s has now (nvidia.ko was reloaded while it was away); it is published again once unprepare binds it back", g.UUID, g.Minor, other)
+	}
+	alone := *inv
+	c := *g
+	alone.GPUs = []*nvdev.GPU{&c}
+	if err := resourceslices.Validate(resourceslices.NewTable(&alone, o).Resources(node)); err != nil {
+		return fmt.Errorf("GPU %s, bound to vfio-pci for a VM, cannot be published from its record: %w", g.UUID, err)
+	}
+	return nil
+}
+
 // tableRecords are the records the device table keeps offered: every
 // owning record (checkpoint.Store.Owning), and the record a CDI spec
 // carries for a claim whose checkpoint record was lost, which start
 // rebuilds from it (prepare.RecoverLocal): built before that rebuild, the
 // table would otherwise take the claim's MIG device for an admin's static
 // one and offer its hardware again.
-func tableRecords(store *checkpoint.Store, specs []cdi.ClaimSpec) []checkpoint.PreparedClaim {
-	records, _ := store.Owning()
+func tableRecords(book *ledger.Ledger, specs []cdi.ClaimSpec) []checkpoint.PreparedClaim {
+	view := book.View()
 	for _, spec := range specs {
-		if _, ok := store.Get(spec.UID); ok {
-			continue
-		}
-		if _, newer := store.Newer(spec.UID); newer {
+		if _, ok := book.Get(spec.UID); ok || book.Newer(spec.UID) {
 			continue
 		}
 		if rec, ok := checkpoint.FromSpecAnnotations(spec.UID, spec.Annotations); ok && rec.State == checkpoint.PrepareCompleted {
-			records = append(records, rec)
+			view = view.With(rec)
 		}
 	}
-	return records
+	return view.Records()
 }
 
 // PreviewDeviceTable is DeviceTable for a node's state directory, read

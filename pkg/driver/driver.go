@@ -29,7 +29,9 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/devicestatus"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
@@ -59,6 +61,9 @@ type Config struct {
 	// MPSRunner runs MPS control daemons (pods of their own in a
 	// cluster); nil runs them as local processes of Backend.MPSLauncher.
 	MPSRunner sharing.Runner
+	// MPSShareAcrossNamespaces lets claims of different namespaces share
+	// an MPS daemon (sharing.MPS.ShareAcrossNamespaces).
+	MPSShareAcrossNamespaces bool
 	// BootIDFile holds the node's boot ID; Backend.BootIDFile when empty.
 	BootIDFile string
 	// NoDeviceMetadata leaves out the device metadata files that are
@@ -74,6 +79,9 @@ type Driver struct {
 	health *health.Monitor
 	status *devicestatus.Writer
 	meta   *deviceMetadata
+	// gpus is every GPU the node publishes: NVML's, and those records
+	// hand to a VM, which NVML does not see while they are away.
+	gpus *nvdev.Inventory
 	// calls counts the kubelet's prepare and unprepare calls.
 	calls atomic.Uint64
 	// draSocket is the path the helper gave the DRA service's listener
@@ -130,14 +138,26 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	book := ledger.New(store)
 	specs, _ := writer.List() // RecoverLocal reports what it cannot read
-	records := tableRecords(store, specs)
+	records := tableRecords(book, specs)
 	// The GPUs a VM holds are not in NVML's inventory; the checks and
 	// the table see them from their records. DeviceTable adds them again
 	// to an inventory that has them already: a no-op.
-	withVMs := WithPassthroughGPUs(cfg.Backend.Inventory, records)
+	withVMs, records, unpublishable := passthroughGPUs(cfg.Backend.Inventory, records, cfg.Publish, cfg.NodeName)
+	var startProblems []string
+	for _, err := range unpublishable {
+		logger.Error(err, "GPU a VM holds is not published")
+		startProblems = append(startProblems, err.Error())
+	}
 	if u := cfg.Publish.Passthrough.Unmatched(withVMs); len(u) > 0 {
-		return nil, fmt.Errorf("--passthrough-gpus names %v, which match no GPU of this node: name GPUs by PCI address (0000:3b:00.0) or minor number, or use 'all' (chart value passthrough.gpus)", u)
+		// A typo, or a GPU that is lost (off the bus): start either way,
+		// so that the node's other GPUs are published and its claims
+		// served; the node's Events and the log say which names matched
+		// nothing.
+		err := fmt.Errorf("--passthrough-gpus names %v, which match no GPU of this node (a typo, or a lost GPU): name GPUs by PCI address (0000:3b:00.0) or minor number, or use 'all' (chart value passthrough.gpus)", u)
+		logger.Error(err, "Passthrough GPUs not found")
+		startProblems = append(startProblems, err.Error())
 	}
 	for _, err := range resourceslices.CheckPassthrough(withVMs, cfg.Publish) {
 		logger.Info("GPU selected by --passthrough-gpus is not offered for passthrough", "reason", err)
@@ -149,12 +169,12 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
 	}
 	devices, watched := allocatable(cfg.NodeName, table)
-	d := &Driver{cfg: cfg, meta: newDeviceMetadata(cfg.Backend.Inventory, table)}
-	d.health = d.newMonitor(watched, store)
-	d.status = devicestatus.New(ctx, cmp.Or(cfg.StatusClient, cfg.Client), cfg.DriverName, devicestatus.Options{Records: store, Health: d.deviceCondition})
+	d := &Driver{cfg: cfg, meta: newDeviceMetadata(cfg.Backend.Inventory, table), gpus: withVMs}
+	d.health = d.newMonitor(watched, book)
+	d.status = devicestatus.New(ctx, cmp.Or(cfg.StatusClient, cfg.Client), cfg.DriverName, devicestatus.Options{Records: book, Health: d.deviceCondition})
 	d.state = prepare.New(prepare.Config{
 		DriverName: cfg.DriverName, PoolName: cfg.NodeName, Devices: devices,
-		Store: store, CDI: writer, Status: d.status,
+		Ledger: book, CDI: writer, Status: d.status,
 		Sharing: sharingConfig(cfg), Fence: fence,
 		BootID: readBootID(logger, cmp.Or(cfg.BootIDFile, cfg.Backend.BootIDFile)),
 		// Always set, so that a GPU a record holds for a VM is bound back
@@ -165,7 +185,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	recovered = true
 	releaseFence()
 	logger.Info("Recovered prepared claims", "kept", report.Kept, "restored", report.Restored, "unrestored", report.Unrestored, "rolledBack", report.RolledBack, "rebuilt", report.Rebuilt, "orphanSpecs", report.OrphanSpecs, "unownedMigDestroyed", report.UnownedMig, "problems", len(report.Problems))
-	problems := report.Problems
+	problems := append(startProblems, report.Problems...)
 	for _, f := range rec.MovedAside {
 		problems = append(problems, "moved damaged checkpoint file aside: "+filepath.Base(f))
 	}
@@ -176,7 +196,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		cfg.Metrics.Errors.WithLabelValues("recovery").Add(float64(len(problems)))
 		go reportToNode(ctx, cfg.Client, cfg.NodeName, "PluginStateRecovery", problems)
 	}
-	cfg.Metrics.ObservePreparedDevices(d.state.PreparedDeviceCount)
+	cfg.Metrics.ObservePreparedDevices(func() int { return book.View().PreparedDevices() })
 	cfg.Metrics.ObserveUnrestoredClaims(func() int { return len(d.state.Unrestored()) })
 	cfg.Metrics.ObserveAllocation(d.allocation)
 
@@ -222,7 +242,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		defer close(d.healthDone)
 		d.health.Run(healthCtx)
 	}()
-	go d.publish(ctx, resources, store, watched)
+	go d.publish(ctx, resources, book, watched)
 	go d.removeStale(ctx)
 	return d, nil
 }
@@ -234,7 +254,7 @@ func sharingConfig(cfg Config) *prepare.SharingConfig {
 	}
 	return &prepare.SharingConfig{
 		TimeSlicer: cfg.Backend.TimeSlicer,
-		MPS:        &sharing.MPS{Root: filepath.Join(cfg.StateDir, "mps"), Runner: mpsRunner(cfg)},
+		MPS:        &sharing.MPS{Root: filepath.Join(cfg.StateDir, "mps"), Runner: mpsRunner(cfg), ShareAcrossNamespaces: cfg.MPSShareAcrossNamespaces},
 		Allowed:    allowed,
 		NodeName:   cfg.NodeName,
 	}
@@ -271,7 +291,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		if err != nil {
 			d.cfg.Metrics.Errors.WithLabelValues("prepare").Inc()
 			err = fmt.Errorf("prepare claim %s/%s: %w", claim.Namespace, claim.Name, err)
-		} else if rec, ok := d.state.Store.Get(claim.UID); ok {
+		} else if rec, ok := d.state.Ledger.Get(claim.UID); ok {
 			d.meta.attach(devices, rec.Devices)
 		}
 		out[claim.UID] = kubeletplugin.PrepareResult{Devices: devices, Err: err}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
@@ -34,7 +35,7 @@ type HealthConfig struct {
 // its claim's status.devices[].conditions.
 const ConditionHealthy = "Healthy"
 
-func (d *Driver) newMonitor(watched []health.Device, store *checkpoint.Store) *health.Monitor {
+func (d *Driver) newMonitor(watched []health.Device, book *ledger.Ledger) *health.Monitor {
 	m := health.New(d.cfg.Backend.NVML, watched, health.IgnoredXIDs(d.cfg.Health.IgnoredXIDs))
 	if d.cfg.Health.PollInterval > 0 {
 		m.Interval = d.cfg.Health.PollInterval
@@ -43,10 +44,10 @@ func (d *Driver) newMonitor(watched []health.Device, store *checkpoint.Store) *h
 		d.cfg.Metrics.XIDEvents.WithLabelValues(fmt.Sprint(xid)).Inc()
 	}
 	// Asked only once Start has built the state (before Run).
-	m.Passthrough = func() map[string]bool { return d.state.PassthroughHeld() } // d.state is made after the monitor
+	m.Passthrough = func() map[string]bool { return book.View().Passthrough() }
 	// A dynamic MIG device is an instance only while a claim holds it.
 	m.InstanceOf = func(device string) (uint32, uint32, bool) {
-		for _, rec := range store.List() {
+		for _, rec := range book.View().Records() {
 			for _, pd := range rec.Devices {
 				if pd.Device == device && pd.Mig != nil && pd.Mig.GIID >= 0 && pd.Mig.CIID >= 0 {
 					return uint32(pd.Mig.GIID), uint32(pd.Mig.CIID), true
@@ -95,7 +96,7 @@ func conditionReason(reason string) string {
 // followHealth publishes what the monitor finds: taints in the
 // ResourceSlices, the health gauge, Node events per GPU and the condition
 // in the status of claims that hold an affected device.
-func (d *Driver) followHealth(ctx context.Context, publish func(context.Context, map[string][]resourceapi.DeviceTaint) error, store *checkpoint.Store, watched []health.Device) {
+func (d *Driver) followHealth(ctx context.Context, publish func(context.Context, map[string][]resourceapi.DeviceTaint) error, book *ledger.Ledger, watched []health.Device) {
 	logger := klog.FromContext(ctx)
 	changes, stop := d.health.Subscribe()
 	defer stop()
@@ -141,7 +142,7 @@ func (d *Driver) followHealth(ctx context.Context, publish func(context.Context,
 		}
 		d.reportGPUs(ctx, watched, gpuSick)
 		if len(changed) > 0 {
-			d.refreshClaimStatus(store, changed)
+			d.refreshClaimStatus(book, changed)
 		}
 		select {
 		case <-ctx.Done():
@@ -182,8 +183,8 @@ func (d *Driver) reportGPUs(ctx context.Context, watched []health.Device, sick m
 
 // refreshClaimStatus re-writes the device status of prepared claims that
 // hold a device whose health changed.
-func (d *Driver) refreshClaimStatus(store *checkpoint.Store, changed map[string]bool) {
-	for _, rec := range store.List() {
+func (d *Driver) refreshClaimStatus(book *ledger.Ledger, changed map[string]bool) {
+	for _, rec := range book.View().Records() {
 		if rec.State != checkpoint.PrepareCompleted {
 			continue
 		}

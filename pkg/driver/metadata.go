@@ -178,18 +178,18 @@ func (d *Driver) sweepMetadata(ctx context.Context) int {
 	base := filepath.Join(d.cfg.PluginDir, metadataSubDir)
 	dirs, _ := os.ReadDir(base)
 	specs, _ := filepath.Glob(filepath.Join(d.cfg.CDIDir, d.cfg.DriverName+"_metadata_*.json"))
-	store := d.state.Store
+	book := d.state.Ledger
 
 	// Every owning record keeps its claim's metadata, a newer driver's
 	// included (after a reboot its metadata spec is gone, but its file is
 	// what that driver restores from); if a newer record cannot be read,
 	// nothing is swept.
-	owning, opaque := store.Owning()
-	if opaque {
+	view := book.View()
+	if view.Opaque() {
 		return 0
 	}
 	keep := map[string]bool{}
-	for _, rec := range owning {
+	for _, rec := range view.Records() {
 		keep[rec.Namespace+"_"+rec.Name] = true
 	}
 	removed := 0
@@ -198,7 +198,7 @@ func (d *Driver) sweepMetadata(ctx context.Context) int {
 		if !ok {
 			continue // not a spec the helper wrote: leave it
 		}
-		if _, held := store.Get(uid); held || store.NewerError(uid) != nil {
+		if _, held := book.Get(uid); held || book.Newer(uid) {
 			for _, dir := range claimDirs {
 				keep[dir] = true
 			}

@@ -63,7 +63,7 @@ func (d *Driver) restoreMetadata(ctx context.Context) int {
 		unrestored[string(e.UID)] = true // its prepare writes it once restored
 	}
 	written := 0
-	for _, rec := range d.state.Store.List() {
+	for _, rec := range d.state.Ledger.Claims() {
 		if rec.State != checkpoint.PrepareCompleted || unrestored[string(rec.UID)] {
 			continue
 		}

@@ -76,7 +76,7 @@ func TestDeviceMetadataRewrittenAfterReboot(t *testing.T) {
 		t.Errorf("%d metadata CDI specs after the reboot, want %d", got, len(claims))
 	}
 	for _, c := range claims {
-		rec, ok := n.driver.state.Store.Get(c.UID)
+		rec, ok := n.driver.state.Ledger.Get(c.UID)
 		if !ok {
 			t.Fatalf("claim %s: no record after the reboot", c.Name)
 		}
@@ -100,7 +100,7 @@ func TestDeviceMetadataRewrittenAfterReboot(t *testing.T) {
 		if got := n.allCDIIDs(c); strings.Join(got, ",") != strings.Join(ids[c.Name], ",") {
 			t.Errorf("claim %s: prepare after the reboot returned %v, before %v", c.Name, got, ids[c.Name])
 		}
-		rec, _ := n.driver.state.Store.Get(c.UID)
+		rec, _ := n.driver.state.Ledger.Get(c.UID)
 		if d, _ := n.metadataOf(t, c, ids[c.Name]); attrString(d, "uuid") != rec.Devices[0].UUID {
 			t.Errorf("claim %s: metadata uuid %q after prepare, want %q", c.Name, attrString(d, "uuid"), rec.Devices[0].UUID)
 		}
@@ -146,7 +146,7 @@ func TestDeviceMetadataOfClaimRestoredAtPrepare(t *testing.T) {
 	if got := n.allCDIIDs(c); strings.Join(got, ",") != strings.Join(ids, ",") {
 		t.Fatalf("prepare that restores returned %v, before %v", got, ids)
 	}
-	rec, _ := n.driver.state.Store.Get(c.UID)
+	rec, _ := n.driver.state.Ledger.Get(c.UID)
 	now := rec.Devices[0].UUID
 	if !strings.HasPrefix(now, "MIG-") || now == before {
 		t.Fatalf("restored MIG device has UUID %q, before the reboot %q", now, before)

@@ -177,7 +177,7 @@ func TestDeviceMetadataDynamicMIG(t *testing.T) {
 	g := n.driver.cfg.Backend.Inventory.GPUs[0]
 	claim := n.claim("mig", []string{"gpu-0-mig-1g10gb-0"})
 	d := n.containerMetadata(t, claim)
-	rec, ok := n.driver.state.Store.Get(claim.UID)
+	rec, ok := n.driver.state.Ledger.Get(claim.UID)
 	if !ok {
 		t.Fatal("no record")
 	}

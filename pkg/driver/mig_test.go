@@ -177,7 +177,7 @@ func TestStaticMig(t *testing.T) {
 	_, instances, _ := n.parentOf(1)
 	claim := n.claim("static", []string{"gpu-1-mig-3g40gb-4"})
 	ids := n.mustPrepare(claim)
-	rec, _ := n.driver.state.Store.Get(claim.UID)
+	rec, _ := n.driver.state.Ledger.Get(claim.UID)
 	if !strings.HasPrefix(rec.Devices[0].UUID, "MIG-") || len(ids) != 1 {
 		t.Fatalf("static MIG prepare: %+v", rec.Devices[0])
 	}

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
@@ -51,7 +54,7 @@ func TestPassthroughAcrossRestart(t *testing.T) {
 	if d := sim.BoundDriver(simulate.PCIBusID(1)); d != vfio.DriverVFIO {
 		t.Fatalf("GPU 1 on %q after prepare", d)
 	}
-	rec, _ := n.driver.state.Store.Get(vm.UID)
+	rec, _ := n.driver.state.Ledger.Get(vm.UID)
 	attrs := n.driver.meta.attributes(rec.Devices[0])
 	if a := attrs["resource.kubernetes.io/pciBusID"]; a.StringValue == nil || *a.StringValue != simulate.PCIBusID(1) {
 		t.Fatalf("device metadata pciBusID %+v", a)
@@ -88,21 +91,41 @@ func TestPassthroughAcrossRestart(t *testing.T) {
 	n.mustPrepare(n.claim("mig", []string{"gpu-1-mig-1g10gb-0"}))
 }
 
-// A --passthrough-gpus entry that names no GPU of the node stops start
-// with an error that names the flag.
+// A --passthrough-gpus entry that names no GPU of the node (a typo, or a
+// GPU that is lost) does not stop start: the node publishes what it has,
+// and a Warning Event on the Node names the flag and the entry.
 func TestPassthroughUnknownGPU(t *testing.T) {
 	root := t.TempDir()
 	be, err := backend.Open(backend.Options{SimulateProfile: "h100x1", NodeName: testNode, StateDir: filepath.Join(root, "state")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Start(context.Background(), Config{
-		DriverName: testDriver, NodeName: testNode, Client: fakeapi.NewClientset(), Backend: be,
+	client := fakeapi.NewClientset()
+	d, err := Start(context.Background(), Config{
+		DriverName: testDriver, NodeName: testNode, Client: client, Backend: be,
 		StateDir: filepath.Join(root, "state"), CDIDir: filepath.Join(root, "cdi"), PluginDir: filepath.Join(root, "p"), RegistrarDir: filepath.Join(root, "r"),
 		Publish: resourceslices.Options{Passthrough: resourceslices.PassthroughSelector{Names: []string{"0000:99:00.0"}}},
 	})
-	if err == nil || !strings.Contains(err.Error(), "--passthrough-gpus") || !strings.Contains(err.Error(), "0000:99:00.0") {
+	if err != nil {
 		t.Fatalf("Start = %v", err)
+	}
+	defer d.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		evs, err := client.CoreV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := slices.ContainsFunc(evs.Items, func(e corev1.Event) bool {
+			return e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "--passthrough-gpus") && strings.Contains(e.Message, "0000:99:00.0")
+		})
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Warning event names the unmatched entry: %+v", evs.Items)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	_ = os.RemoveAll(root)
 }

@@ -85,7 +85,7 @@ func TestTimeSlicingOnMigLeavesTheParentGPUAlone(t *testing.T) {
 	if got := sim.TimeSlice(gpu); got != "Default" {
 		t.Fatalf("a MIG device's claim set the parent GPU's time slice to %q", got)
 	}
-	if rec, _ := n.driver.state.Store.Get(plain.UID); rec.Devices[0].Sharing != nil {
+	if rec, _ := n.driver.state.Ledger.Get(plain.UID); rec.Devices[0].Sharing != nil {
 		t.Fatalf("a MIG device's time-slicing claim recorded sharing %+v to undo", rec.Devices[0].Sharing)
 	}
 	n.unprepare(plain)
@@ -170,7 +170,7 @@ func TestMigWithMPS(t *testing.T) {
 	n := newMigNode(t, "a100-80gbx1:mig")
 	claim := n.claim("mig-mps", []string{"gpu-0-mig-3g40gb-4"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"MPS","mpsConfig":{"defaultPinnedDeviceMemoryLimit":"8Gi"}}}`)
 	n.mustPrepare(claim)
-	rec, _ := n.driver.state.Store.Get(claim.UID)
+	rec, _ := n.driver.state.Ledger.Get(claim.UID)
 	migUUID := rec.Devices[0].UUID
 	if !strings.HasPrefix(migUUID, "MIG-") || rec.Devices[0].Sharing.Target != migUUID {
 		t.Fatalf("MPS target %q for MIG device %q", rec.Devices[0].Sharing.Target, migUUID)

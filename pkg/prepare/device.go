@@ -13,7 +13,9 @@ import (
 
 // configureDevice does the device-side work of prepare. The caller holds
 // the lock of the device's GPU.
-func (s *State) configureDevice(rec *checkpoint.PreparedDevice, dev *AllocatableDevice) error {
+// addrTrusted says the record's PCI addresses were read from the live GPUs
+// in this boot (State.addressTrusted).
+func (s *State) configureDevice(rec *checkpoint.PreparedDevice, dev *AllocatableDevice, addrTrusted bool) error {
 	if dev.GPU.Device == nil && dev.Kind != configapi.VFIO {
 		// Published from a passthrough record (pkg/driver
 		// WithPassthroughGPUs); reserve keeps claims off it until then.
@@ -39,7 +41,7 @@ func (s *State) configureDevice(rec *checkpoint.PreparedDevice, dev *Allocatable
 		rec.UUID, rec.Mig.GIID, rec.Mig.CIID = inst.UUID, inst.GIID, inst.CIID
 		return nil
 	case configapi.VFIO:
-		return s.bindVFIO(rec, dev)
+		return s.bindVFIO(rec, dev, addrTrusted)
 	default:
 		return nil
 	}
@@ -47,9 +49,9 @@ func (s *State) configureDevice(rec *checkpoint.PreparedDevice, dev *Allocatable
 
 // releaseDevice undoes configureDevice. It is idempotent: it runs again
 // after a crash, and on records of devices that were never created.
-func (s *State) releaseDevice(rec checkpoint.PreparedDevice) error {
+func (s *State) releaseDevice(rec checkpoint.PreparedDevice, addrTrusted bool) error {
 	if rec.Vfio != nil {
-		return s.unbindVFIO(rec)
+		return s.unbindVFIO(rec, addrTrusted)
 	}
 	if rec.Mig == nil || !rec.Mig.Dynamic || rec.Mig.GIID < 0 {
 		return nil

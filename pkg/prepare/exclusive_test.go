@@ -6,41 +6,7 @@ package prepare
 import (
 	"strings"
 	"testing"
-
-	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
-
-func TestOverlaps(t *testing.T) {
-	g0, g1 := &nvdev.GPU{UUID: "GPU-0"}, &nvdev.GPU{UUID: "GPU-1"}
-	whole := func(g *nvdev.GPU) *AllocatableDevice {
-		return &AllocatableDevice{Name: "w-" + g.UUID, Kind: configapi.WholeGPU, GPU: g}
-	}
-	place := func(g *nvdev.GPU, start, size uint32) *AllocatableDevice {
-		return &AllocatableDevice{Kind: configapi.DynamicMIG, GPU: g, Placement: mig.Placement{Start: start, Size: size}}
-	}
-	for _, tc := range []struct {
-		name string
-		a, b *AllocatableDevice
-		want bool
-	}{
-		{"whole GPU and itself", whole(g0), whole(g0), true},
-		{"whole GPU and one of its MIG devices", whole(g0), place(g0, 6, 1), true},
-		{"MIG device and its whole GPU", place(g0, 0, 1), whole(g0), true},
-		{"other GPUs", whole(g0), whole(g1), false},
-		{"MIG devices of other GPUs at one placement", place(g0, 0, 4), place(g1, 0, 4), false},
-		{"adjacent placements", place(g0, 0, 4), place(g0, 4, 4), false},
-		{"adjacent placements, reversed", place(g0, 4, 4), place(g0, 0, 4), false},
-		{"nested placements", place(g0, 0, 8), place(g0, 3, 1), true},
-		{"partly overlapping placements", place(g0, 2, 2), place(g0, 3, 2), true},
-		{"same placement", place(g0, 5, 1), place(g0, 5, 1), true},
-	} {
-		if got := overlaps(tc.a, tc.b); got != tc.want {
-			t.Errorf("%s: overlaps = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
 
 // TestOverlapWithinOneClaim: a claim that names one GPU's hardware twice
 // is refused before anything is touched.

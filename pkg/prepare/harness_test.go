@@ -25,6 +25,7 @@ import (
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
@@ -148,7 +149,7 @@ func (n *node) restart() {
 	}
 	n.store, n.cdi, n.status = store, w, &recordingStatus{}
 	n.state = New(Config{
-		DriverName: testDriver, PoolName: testPool, Devices: n.devices, Store: store, CDI: w, Status: n.status,
+		DriverName: testDriver, PoolName: testPool, Devices: n.devices, Ledger: ledger.New(store), CDI: w, Status: n.status,
 		Sharing:     &SharingConfig{TimeSlicer: n.sim, NodeName: testPool, Allowed: map[configapi.SharingStrategy]bool{configapi.TimeSlicingStrategy: true}},
 		BootID:      n.sim.BootID(),
 		Passthrough: n.passthrough,

@@ -52,3 +52,33 @@ func (k *keyedLocks) Lock(keys ...string) func() {
 		k.mu.Unlock()
 	}
 }
+
+// TryLock takes one key's lock if nobody holds it, and returns the unlock
+// and true; otherwise it returns false at once. For background passes that
+// must not queue behind a prepare (which can wait long for an MPS daemon)
+// and can look again on their next pass.
+func (k *keyedLocks) TryLock(key string) (func(), bool) {
+	k.mu.Lock()
+	l := k.locks[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.locks[key] = l
+	}
+	if !l.TryLock() {
+		if l.users == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+		return nil, false
+	}
+	l.users++
+	k.mu.Unlock()
+	return func() {
+		l.Unlock()
+		k.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}, true
+}

@@ -188,3 +188,25 @@ func TestConcurrentClaimsOnOneGPU(t *testing.T) {
 }
 
 func uidFor(i uint32) types.UID { return types.UID("uid-" + string(rune('a'+i))) }
+
+// TryLock never waits: it fails while another holds the key, succeeds
+// once it is free, and leaves nothing behind.
+func TestTryLock(t *testing.T) {
+	k := newKeyedLocks()
+	unlock := k.Lock("gpu")
+	if _, ok := k.TryLock("gpu"); ok {
+		t.Fatal("TryLock took a held key")
+	}
+	unlock()
+	u, ok := k.TryLock("gpu")
+	if !ok {
+		t.Fatal("TryLock failed on a free key")
+	}
+	if _, ok := k.TryLock("gpu"); ok {
+		t.Fatal("TryLock took a key it holds")
+	}
+	u()
+	if n := len(k.locks); n != 0 {
+		t.Fatalf("%d lock entries left", n)
+	}
+}

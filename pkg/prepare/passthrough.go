@@ -4,13 +4,16 @@
 package prepare
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/vfio"
 )
 
@@ -49,21 +52,47 @@ func vfioRecord(dev *AllocatableDevice) *checkpoint.VfioRecord {
 	return &checkpoint.VfioRecord{PCIBusID: dev.GPU.PCIBusID, IOMMUGroup: dev.GPU.IOMMUGroup, Driver: vfio.DriverVFIO, GPU: &g}
 }
 
-// bindVFIO hands the GPU to vfio-pci. The caller holds the GPU's lock and
-// has reserved it (no other claim holds any device of it).
-func (s *State) bindVFIO(rec *checkpoint.PreparedDevice, dev *AllocatableDevice) error {
+// bindVFIO hands the claim's GPU to vfio-pci. The caller holds the GPU's
+// lock and the ledger holds the GPU for the claim (no other claim holds
+// any device of it). addrTrusted says the record's address was read from
+// the live GPU in this boot (liveAddress); otherwise it is only a hint.
+func (s *State) bindVFIO(rec *checkpoint.PreparedDevice, dev *AllocatableDevice, addrTrusted bool) error {
 	pt := s.Passthrough
 	if pt == nil || rec.Vfio == nil {
 		return fmt.Errorf("this node offers no GPU for passthrough (--passthrough-gpus)")
 	}
 	addr := rec.Vfio.PCIBusID
-	cur, err := pt.Host.Driver(addr)
-	if err != nil {
-		return err
-	}
-	if cur == vfio.DriverNvidia && dev.GPU.Device != nil {
-		if err := idle(dev.GPU.Device); err != nil {
+	h, ret := pt.Lookup(rec.UUID)
+	switch {
+	case ret == nvml.SUCCESS:
+		live, err := busID(h)
+		if err != nil {
+			return fmt.Errorf("GPU %s: %w", rec.UUID, err)
+		}
+		if live != addr {
+			return fmt.Errorf("GPU %s is at PCI address %s, not at the recorded %s: the buses were renumbered; it is bound only at the address NVML reports", rec.UUID, live, addr)
+		}
+		if err := idle(h); err != nil {
 			return fmt.Errorf("GPU %s: %w", addr, err)
+		}
+		// A VM gets the GPU whole, like a whole-GPU claim: MIG mode off
+		// (or turned off now, when it holds no MIG device).
+		if len(dev.GPU.MigProfiles) > 0 {
+			if err := mig.RequireMigDisabled(h, dev.GPU.MigProfiles); err != nil {
+				return fmt.Errorf("GPU %s: %w", addr, err)
+			}
+		}
+	case !addrTrusted:
+		return fmt.Errorf("GPU %s is not visible to NVML (%s) and its recorded PCI address %s is of an earlier boot: it is not bound to vfio-pci on that address alone", rec.UUID, nvml.ErrorString(ret), addr)
+	default:
+		// Not on nvidia: bound by this claim earlier in this boot (a
+		// restart mid-prepare), or by nobody (the GPU is lost).
+		cur, err := pt.Host.Driver(addr)
+		if err != nil {
+			return err
+		}
+		if cur != vfio.DriverVFIO && cur != "" {
+			return fmt.Errorf("GPU %s is not visible to NVML (%s) and PCI device %s is bound to %q", rec.UUID, nvml.ErrorString(ret), addr, cur)
 		}
 	}
 	group, err := pt.Host.CheckGroup(addr)
@@ -75,6 +104,54 @@ func (s *State) bindVFIO(rec *checkpoint.PreparedDevice, dev *AllocatableDevice)
 	}
 	rec.Vfio.IOMMUGroup = group
 	return pt.Host.WaitGroupNode(group)
+}
+
+// liveAddress makes a VM device's recorded PCI address the one NVML
+// reports now for the device's GPU (by UUID), before anything is bound: a
+// reboot can renumber the buses (a card added or moved). It fails when
+// NVML does not see the GPU, which after a reboot means it is lost.
+func (s *State) liveAddress(d *checkpoint.PreparedDevice) error {
+	if d.Vfio == nil {
+		return nil
+	}
+	if s.Passthrough == nil {
+		return fmt.Errorf("GPU %s is recorded as passed through, but passthrough is off on this node", d.UUID)
+	}
+	h, ret := s.Passthrough.Lookup(d.UUID)
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("GPU %s is not visible to NVML (%s): its PCI address cannot be confirmed", d.UUID, nvml.ErrorString(ret))
+	}
+	addr, err := busID(h)
+	if err != nil {
+		return fmt.Errorf("GPU %s: %w", d.UUID, err)
+	}
+	d.Vfio.PCIBusID = addr
+	if d.Vfio.GPU != nil {
+		g := *d.Vfio.GPU
+		g.PCIBusID = addr
+		d.Vfio.GPU = &g
+	}
+	return nil
+}
+
+// busID is a GPU's PCI address in sysfs form.
+func busID(h nvml.Device) (string, error) {
+	pci, ret := h.GetPciInfo()
+	if ret != nvml.SUCCESS {
+		return "", fmt.Errorf("get PCI info: %s", nvml.ErrorString(ret))
+	}
+	b := make([]byte, 0, len(pci.BusId))
+	for _, c := range pci.BusId {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	addr := nvdev.NormalizePCIBusID(string(b))
+	if !vfio.ValidAddress(addr) {
+		return "", fmt.Errorf("NVML reports PCI address %q", addr)
+	}
+	return addr, nil
 }
 
 // idle fails when a process runs on the GPU: unbinding the driver under it
@@ -96,14 +173,30 @@ func idle(d nvml.Device) error {
 	return nil
 }
 
-// unbindVFIO binds the GPU back to nvidia and waits until NVML sees it;
-// the GPU's handle in the device table is the new one from then on. It is
-// idempotent and needs nothing but the record: the GPU may no longer be
-// published.
-func (s *State) unbindVFIO(rec checkpoint.PreparedDevice) error {
+// unbindVFIO binds the claim's GPU back to nvidia and waits until NVML
+// sees it; the GPU's handle in the device table is the new one from then
+// on. It needs nothing but the record (the GPU may no longer be published)
+// and is idempotent. The recorded address is acted on only when it was
+// read from the live GPU in this boot (addrTrusted) and the GPU is not
+// back on nvidia already: after a reboot that renumbered the buses it may
+// name another GPU. A GPU gone from sysfs has nothing left to bind.
+func (s *State) unbindVFIO(rec checkpoint.PreparedDevice, addrTrusted bool) error {
 	pt := s.Passthrough
 	if pt == nil {
 		return fmt.Errorf("GPU %s is recorded as passed through, but passthrough is off on this node: bind it to nvidia by hand or turn --passthrough-gpus on again", rec.Vfio.PCIBusID)
+	}
+	if h, ret := pt.Lookup(rec.UUID); ret == nvml.SUCCESS {
+		s.setHandle(rec.UUID, h) // back on nvidia already (a reboot, or an earlier attempt)
+		return nil
+	}
+	if !addrTrusted {
+		// Not on nvidia, and where it is is unknown: lost, or on a bus a
+		// reboot renumbered. Nothing is done at an address that may be
+		// another GPU's; start destroys nothing of a GPU that comes back.
+		return nil
+	}
+	if _, err := pt.Host.Driver(rec.Vfio.PCIBusID); errors.Is(err, fs.ErrNotExist) {
+		return nil // gone from the bus: nothing to bind back
 	}
 	if err := pt.Host.Bind(rec.Vfio.PCIBusID, vfio.DriverNvidia); err != nil {
 		return err
@@ -116,12 +209,7 @@ func (s *State) unbindVFIO(rec checkpoint.PreparedDevice) error {
 	for {
 		h, ret := pt.Lookup(rec.UUID)
 		if ret == nvml.SUCCESS {
-			for _, d := range s.Devices {
-				if d.GPU.UUID == rec.UUID {
-					d.GPU.Device = h // the GPU lock is held; every device of it shares this GPU
-					break
-				}
-			}
+			s.setHandle(rec.UUID, h)
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -129,6 +217,25 @@ func (s *State) unbindVFIO(rec checkpoint.PreparedDevice) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// setHandle gives every published device of a GPU the GPU's new NVML
+// handle; the caller holds the GPU's lock.
+func (s *State) setHandle(uuid string, h nvml.Device) {
+	for _, d := range s.Devices {
+		if d.GPU.UUID == uuid {
+			d.GPU.Device = h // every device of a GPU shares its *nvdev.GPU
+			return
+		}
+	}
+}
+
+// addressTrusted reports whether a record's PCI addresses were read from
+// the live GPUs in this boot: written at prepare in this boot, or by a
+// restore that confirmed them (restore.go). With the boot unknown, the
+// record is trusted as before boot IDs were known.
+func (s *State) addressTrusted(rec checkpoint.PreparedClaim) bool {
+	return s.BootID == "" || rec.BootID == s.BootID
 }
 
 // markUnbinding records, before unprepare's first sysfs write, that the
@@ -146,7 +253,7 @@ func (s *State) markUnbinding(rec *checkpoint.PreparedClaim) error {
 		return nil
 	}
 	rec.State = checkpoint.PrepareStarted
-	return s.Store.Put(*rec)
+	return s.Ledger.Record(*rec)
 }
 
 // vfioAway reports whether a prepared passthrough device's GPU is not on
@@ -155,11 +262,9 @@ func (s *State) vfioAway(d checkpoint.PreparedDevice) bool {
 	if d.Vfio == nil || d.Vfio.Driver != vfio.DriverVFIO || s.Passthrough == nil {
 		return false
 	}
+	if _, ret := s.Passthrough.Lookup(d.UUID); ret == nvml.SUCCESS {
+		return true // NVML sees it: it is on nvidia, wherever it sits
+	}
 	cur, err := s.Passthrough.Host.Driver(d.Vfio.PCIBusID)
 	return err != nil || cur != vfio.DriverVFIO
 }
-
-// isVFIO reports whether a held device is a passthrough device: it
-// conflicts with every other device of its GPU, admin access included
-// (NVML cannot watch a GPU a VM owns).
-func isVFIO(h heldDevice) bool { return h.dev != nil && h.dev.Kind == configapi.VFIO }

@@ -21,6 +21,7 @@ import (
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
@@ -190,7 +191,7 @@ func (p *prop) conflicts(want *AllocatableDevice) bool {
 			if lc.c.Status.Allocation.Devices.Results[i].AdminAccess != nil {
 				continue
 			}
-			if have := p.n.devices[name]; have != nil && overlaps(have, want) {
+			if have := p.n.devices[name]; have != nil && devicesOverlap(have, want) {
 				return true
 			}
 			if have := p.n.devices[name]; have == nil && p.lostOverlap(name, want) {
@@ -199,6 +200,20 @@ func (p *prop) conflicts(want *AllocatableDevice) bool {
 		}
 	}
 	return false
+}
+
+// devicesOverlap is the scheduler's view of two published devices: one GPU
+// used whole and any MIG device of it, or intersecting MIG placements. It
+// is the test's own model, apart from the ledger's footprints.
+func devicesOverlap(a, b *AllocatableDevice) bool {
+	if a.GPU.UUID != b.GPU.UUID {
+		return false
+	}
+	if !a.Kind.IsMIG() || !b.Kind.IsMIG() {
+		return true
+	}
+	pa, pb := a.Placement, b.Placement
+	return pa.Start < pb.Start+pb.Size && pb.Start < pa.Start+pa.Size
 }
 
 // instanceCapReached: the profile allows fewer instances than placements
@@ -269,7 +284,7 @@ func (p *prop) prepareNew() {
 			return // the scheduler would not allocate it
 		}
 		for _, c := range chosen {
-			if c.Name == name || (!admin && overlaps(c, d)) {
+			if c.Name == name || (!admin && devicesOverlap(c, d)) {
 				return
 			}
 			if d.Kind.IsMIG() && c.Kind.IsMIG() && c.GPU == d.GPU && c.Placement.Profile.Name == d.Placement.Profile.Name && int(d.Placement.Profile.Info.InstanceCount) < len(d.Placement.Profile.Placements) {
@@ -458,7 +473,7 @@ func (p *prop) upgrade() {
 // check asserts the invariants.
 func (p *prop) check() {
 	p.t.Helper()
-	owned := map[migKey]types.UID{}
+	owned := map[ledger.MigKey]types.UID{}
 	records, opaque := p.n.store.Owning()
 	if opaque {
 		p.fail("a newer record could not be read")
@@ -475,7 +490,7 @@ func (p *prop) check() {
 			if d.Mig == nil || d.Mig.GIID < 0 {
 				continue
 			}
-			key := migKey{d.Mig.ParentUUID, d.Mig.GIID}
+			key := ledger.MigKey{Parent: d.Mig.ParentUUID, GIID: d.Mig.GIID}
 			if other, dup := owned[key]; dup {
 				p.fail("claims %s and %s both own GPU instance %d of %s", other, rec.UID, d.Mig.GIID, d.Mig.ParentUUID)
 			}
@@ -489,7 +504,7 @@ func (p *prop) check() {
 	for uid, lc := range p.live {
 		if unrestored[uid] {
 			if !p.mayFail(lc) {
-				p.fail("claim %s on %v is not restored: %v", uid, lc.devices, p.n.state.unrestoredErr(uid))
+				p.fail("claim %s on %v is not restored: %v", uid, lc.devices, p.n.state.Ledger.UnrestoredErr(uid))
 			}
 			continue
 		}

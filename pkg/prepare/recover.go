@@ -16,6 +16,7 @@ import (
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
@@ -77,10 +78,10 @@ func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 		report.problem(logger, err, "Listing CDI specs")
 	}
 	for _, spec := range specs {
-		if _, ok := s.Store.Get(spec.UID); ok {
+		if _, ok := s.Ledger.Get(spec.UID); ok {
 			continue
 		}
-		if _, newer := s.Store.Newer(spec.UID); newer {
+		if s.Ledger.Newer(spec.UID) {
 			continue // a newer driver's claim: its spec is its own
 		}
 		rec, usable := checkpoint.FromSpecAnnotations(spec.UID, spec.Annotations)
@@ -92,7 +93,7 @@ func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 			report.OrphanSpecs++
 			continue
 		}
-		if err := s.Store.Put(rec); err != nil {
+		if err := s.Ledger.Record(rec); err != nil {
 			report.problem(logger, err, "Rebuilding checkpoint record from CDI spec", "claimUID", rec.UID)
 			continue
 		}
@@ -101,9 +102,9 @@ func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 	}
 
 	// Every record holds its devices from here on, whatever becomes of
-	// its rollback or restore (owners.go).
-	s.holdAll()
-	records := s.Store.List()
+	// its rollback or restore (pkg/ledger).
+	s.Ledger.HoldAll()
+	records := s.Ledger.Claims()
 	for _, rec := range records {
 		if rec.State != checkpoint.PrepareStarted {
 			continue
@@ -155,7 +156,7 @@ func (s *State) RemoveStale(ctx context.Context, getClaim ClaimGetter) (StaleRep
 	logger := klog.FromContext(ctx)
 	var report StaleReport
 	var unanswered error
-	for _, rec := range s.Store.List() {
+	for _, rec := range s.Ledger.Claims() {
 		if !rec.Prepared() {
 			continue
 		}
@@ -213,7 +214,7 @@ func (s *State) unprepareIf(ctx context.Context, uid types.UID, check func(check
 	defer leave()
 	unlockClaim := s.claimLocks.Lock(string(uid))
 	defer unlockClaim()
-	cur, ok := s.Store.Get(uid)
+	cur, ok := s.Ledger.Get(uid)
 	if !ok || !cur.Prepared() || !check(cur) {
 		return false, nil
 	}
@@ -224,12 +225,12 @@ func (s *State) unprepareIf(ctx context.Context, uid types.UID, check func(check
 // that no prepared claim owns: what a crash between "created" and
 // "checkpointed" leaves behind.
 func (s *State) destroyUnownedMig(logger klog.Logger, report *RecoveryReport) int {
-	o := s.owners()
-	if o.opaque {
+	v := s.Ledger.View()
+	if v.Opaque() {
 		logger.Info("A newer driver's record cannot be read: leaving every MIG device as it is")
 		return 0
 	}
-	owned := o.ownedMig()
+	owned := v.OwnedMig()
 	destroyed := 0
 	seen := map[string]bool{}
 	for _, dev := range s.Devices {
@@ -248,7 +249,7 @@ func (s *State) destroyUnownedMig(logger klog.Logger, report *RecoveryReport) in
 			continue
 		}
 		for _, m := range existing {
-			if owned[migKey{gpu.UUID, m.GIID}] {
+			if owned[ledger.MigKey{Parent: gpu.UUID, GIID: m.GIID}] {
 				continue
 			}
 			if err := mig.Destroy(gpu.Device, m.GIID, m.CIID); err != nil {
@@ -280,29 +281,60 @@ func (s *State) isStale(ctx context.Context, getClaim ClaimGetter, rec checkpoin
 }
 
 // stopUnownedMPS stops MPS daemons that no prepared claim uses, e.g. those
-// of a claim whose record was damaged and moved aside.
+// of a claim whose record was damaged and moved aside. Whether a daemon is
+// owned is read under the lock of its GPU, the one prepare and unprepare
+// hold: a daemon a prepare started before its record names it (a dynamic
+// MIG device's) is not taken for unowned. A GPU whose lock is busy is left
+// for the next pass rather than waited for: a prepare can wait long for
+// its daemon.
 func (s *State) stopUnownedMPS(logger klog.Logger, report *RecoveryReport) int {
 	if s.Sharing == nil || s.Sharing.MPS == nil {
 		return 0
 	}
-	o := s.owners()
-	if o.opaque {
-		logger.Info("A newer driver's record cannot be read: leaving every MPS daemon as it is")
-		return 0
-	}
-	owned := o.mpsTargets()
 	stopped := 0
 	for _, d := range s.Sharing.MPS.Daemons() {
-		if owned[d.DeviceUUID] {
+		unlock, ok := s.deviceLocks.TryLock(s.gpuOf(d.DeviceUUID))
+		if !ok {
 			continue
 		}
-		if err := s.Sharing.MPS.Stop(d); err != nil {
+		v := s.Ledger.View()
+		if v.Opaque() {
+			unlock()
+			logger.Info("A newer driver's record cannot be read: leaving every MPS daemon as it is")
+			return stopped
+		}
+		if len(v.MPSTargets()[d.DeviceUUID]) > 0 {
+			unlock()
+			continue
+		}
+		err := s.Sharing.MPS.Stop(d)
+		unlock()
+		if err != nil {
 			report.problem(logger, err, "Stopping MPS daemon no claim uses", "device", d.DeviceUUID)
 			continue
 		}
 		stopped++
 	}
 	return stopped
+}
+
+// gpuOf is the lock key of the GPU a device UUID (a GPU's or a MIG
+// device's) belongs to; the UUID itself when no record or published device
+// knows it.
+func (s *State) gpuOf(uuid string) string {
+	for _, dev := range s.Devices {
+		if dev.GPU.UUID == uuid || (dev.StaticUUID != "" && dev.StaticUUID == uuid) {
+			return dev.lockKey()
+		}
+	}
+	for _, rec := range s.Ledger.View().Records() {
+		for _, d := range rec.Devices {
+			if d.UUID == uuid && d.Mig != nil {
+				return d.Mig.ParentUUID
+			}
+		}
+	}
+	return uuid
 }
 
 // restoreOrder is the order start restores kept claims in: claims without

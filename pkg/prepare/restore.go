@@ -13,6 +13,7 @@ import (
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
@@ -28,62 +29,13 @@ import (
 // same devices, configured again, under a CDI spec that names them as they
 // are now (a re-created MIG device has a new UUID).
 
-// RestoreError says why a prepared claim could not be restored (after a
-// reboot or a GPU reset) or served as recorded (a device it names is no
-// longer offered). Prepare of the claim fails with it until a restore
-// succeeds; it is never answered from the stale record. The claim keeps
-// its hardware meanwhile (owners.go).
-type RestoreError struct {
-	Namespace, Name string
-	UID             types.UID
-	// Reconfigure: the claim's devices lost their configuration (a
-	// reboot or a GPU reset) and could not be configured again.
-	Reconfigure bool
-	Reason      error
-}
-
-func (e *RestoreError) Error() string {
-	if e.Reconfigure {
-		return fmt.Sprintf("claim %s/%s was prepared before the node rebooted (or its GPU was reset) and cannot be restored: %v", e.Namespace, e.Name, e.Reason)
-	}
-	return fmt.Sprintf("claim %s/%s is prepared but cannot be served as recorded: %v", e.Namespace, e.Name, e.Reason)
-}
-
-func (e *RestoreError) Unwrap() error { return e.Reason }
+// RestoreError says why a prepared claim could not be restored; the ledger
+// keeps it (pkg/ledger).
+type RestoreError = ledger.RestoreError
 
 // Unrestored lists the claims whose devices could not be restored, with
 // the reason; the driver reports them on the claim's pods.
-func (s *State) Unrestored() []*RestoreError {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]*RestoreError, 0, len(s.unrestored))
-	for _, e := range s.unrestored {
-		out = append(out, e)
-	}
-	return out
-}
-
-// clearUnrestored forgets a claim's restore failure.
-func (s *State) clearUnrestored(uid types.UID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.unrestored, uid)
-}
-
-// setUnrestored records why a claim could not be restored and returns it.
-func (s *State) setUnrestored(rec checkpoint.PreparedClaim, reconfigure bool, err error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e := &RestoreError{Namespace: rec.Namespace, Name: rec.Name, UID: rec.UID, Reconfigure: reconfigure, Reason: err}
-	s.unrestored[rec.UID] = e
-	return e
-}
-
-func (s *State) unrestoredErr(uid types.UID) *RestoreError {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.unrestored[uid]
-}
+func (s *State) Unrestored() []*RestoreError { return s.Ledger.Unrestored() }
 
 // configuredAway reports whether a prepared claim's devices lost their
 // configuration: the record is of an earlier boot, or a MIG device it
@@ -162,6 +114,13 @@ type restoreAttempt struct {
 }
 
 func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reconfigure bool) error {
+	// The claim held its devices all along (pkg/ledger); a record that
+	// overlaps another holder's anyway (a record rebuilt from a CDI spec,
+	// or one written by a release with an ownership bug) is refused rather
+	// than configured under, at start as on the kubelet's retry.
+	if err := s.Ledger.CheckHeld(rec); err != nil {
+		return s.Ledger.MarkUnrestored(rec, reconfigure, err)
+	}
 	if reconfigure {
 		logger.Info("Restoring claim whose devices lost their configuration (node reboot or GPU reset)", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID, "recordBoot", rec.BootID, "boot", s.BootID)
 		// Forget identities of an earlier boot first, durably: an undo
@@ -169,8 +128,12 @@ func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reco
 		// claim under a reused ID.
 		forgetInstances(&rec)
 		rec.State = checkpoint.RestorePending
-		if err := s.Store.Put(rec); err != nil {
-			return s.setUnrestored(rec, true, err)
+		if s.locateVMGPUs(&rec) {
+			// From this write on, the record's addresses are this boot's.
+			rec.BootID = s.BootID
+		}
+		if err := s.Ledger.Record(rec); err != nil {
+			return s.Ledger.MarkUnrestored(rec, true, err)
 		}
 	}
 	a := &restoreAttempt{rec: rec, reconfigure: reconfigure}
@@ -179,7 +142,7 @@ func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reco
 		// offered (a lost GPU, a chart value changed) keeps its claim's
 		// other devices as they are, and the pod keeps running
 		// (RecoverLocal reports it: missingDevices).
-		s.clearUnrestored(rec.UID)
+		s.Ledger.Restored(rec.UID)
 		return nil
 	}
 	planned := make([]plannedDevice, 0, len(a.rec.Devices))
@@ -189,8 +152,14 @@ func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reco
 		if !ok {
 			return s.failRestore(a, fmt.Errorf("device %s is no longer on this node", d.Device))
 		}
+		if gpu := ledger.Of(*d).GPU; gpu != "" && gpu != dev.GPU.UUID {
+			// GPUs are named by minor: after a reboot or a driver reload
+			// the name can mean another GPU. The claim keeps its own GPU
+			// (the ledger holds it by UUID) and never gets that one.
+			return s.failRestore(a, fmt.Errorf("device %s is now GPU %s, not the claim's GPU %s (GPUs were renumbered)", d.Device, dev.GPU.UUID, gpu))
+		}
 		if reconfigure {
-			made, err := s.reconfigureDevice(a.rec.UID, d, dev)
+			made, err := s.reconfigureDevice(a.rec, d, dev)
 			if made {
 				a.created = append(a.created, i)
 			}
@@ -215,15 +184,27 @@ func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reco
 		return s.failRestore(a, fmt.Errorf("write CDI spec: %w", err))
 	}
 	if reconfigure {
-		if err := s.Store.Put(a.rec); err != nil {
+		if err := s.Ledger.Record(a.rec); err != nil {
 			return s.failRestore(a, err)
 		}
 	}
-	s.hold(a.rec)
-	s.clearUnrestored(rec.UID)
+	s.Ledger.Restored(rec.UID)
 	// The claim's device status is written by RemoveStale, from the
 	// ResourceClaim the API server returns (and by the kubelet's prepare).
 	return nil
+}
+
+// locateVMGPUs makes the recorded PCI address of each VM device of a claim
+// the live one of its GPU (liveAddress) and reports whether every one was
+// found.
+func (s *State) locateVMGPUs(rec *checkpoint.PreparedClaim) bool {
+	located := true
+	for i := range rec.Devices {
+		if err := s.liveAddress(&rec.Devices[i]); err != nil {
+			located = false
+		}
+	}
+	return located
 }
 
 // missingDevices are the devices of a record this node no longer offers.
@@ -254,7 +235,8 @@ func forgetInstances(rec *checkpoint.PreparedClaim) {
 // whether it made (or adopted) a MIG device. The record's placement must be the
 // published device's: a device name that now means something else is not
 // the claim's device.
-func (s *State) reconfigureDevice(uid types.UID, d *checkpoint.PreparedDevice, dev *AllocatableDevice) (made bool, err error) {
+func (s *State) reconfigureDevice(rec checkpoint.PreparedClaim, d *checkpoint.PreparedDevice, dev *AllocatableDevice) (made bool, err error) {
+	uid := rec.UID
 	if d.Mig != nil {
 		if dev.Kind == configapi.WholeGPU || d.Mig.Profile != dev.Placement.Profile.Name || d.Mig.Start != dev.Placement.Start || d.Mig.ParentUUID != dev.GPU.UUID {
 			return false, fmt.Errorf("the node now publishes it as another device than the recorded %s MIG device at start %d of GPU %s", d.Mig.Profile, d.Mig.Start, d.Mig.ParentUUID)
@@ -277,7 +259,7 @@ func (s *State) reconfigureDevice(uid types.UID, d *checkpoint.PreparedDevice, d
 		if !adopted {
 			// On a GPU whose MIG mode changes only with a reset (Ampere)
 			// and that came back with MIG mode off, this fails and says so.
-			if err := s.configureDevice(d, dev); err != nil {
+			if err := s.configureDevice(d, dev, s.addressTrusted(rec)); err != nil {
 				return false, err
 			}
 		}
@@ -285,7 +267,7 @@ func (s *State) reconfigureDevice(uid types.UID, d *checkpoint.PreparedDevice, d
 		// since the record forgets its IDs and nothing would own it.
 		made = true
 	default:
-		if err := s.configureDevice(d, dev); err != nil {
+		if err := s.configureDevice(d, dev, s.addressTrusted(rec)); err != nil {
 			return false, err
 		}
 	}
@@ -299,8 +281,8 @@ func (s *State) reconfigureDevice(uid types.UID, d *checkpoint.PreparedDevice, d
 // with the recorded profile and that no record owns: one an earlier
 // restore of this claim made before the plugin was killed.
 func (s *State) adoptMig(uid types.UID, d *checkpoint.PreparedDevice, dev *AllocatableDevice) (bool, error) {
-	o := s.owners()
-	if o.opaque {
+	v := s.Ledger.View()
+	if v.Opaque() {
 		return false, nil // it may be an unreadable newer record's
 	}
 	existing, err := nvdev.ExistingMigDevices(dev.GPU.Device, dev.GPU.MigProfiles)
@@ -311,7 +293,7 @@ func (s *State) adoptMig(uid types.UID, d *checkpoint.PreparedDevice, dev *Alloc
 		if m.Placement.Start != d.Mig.Start || m.Profile.Name != d.Mig.Profile {
 			continue
 		}
-		if owner, owned := o.migOwner(dev.GPU.UUID, m.GIID); owned && owner != uid {
+		if owner, owned := v.MigOwner(dev.GPU.UUID, m.GIID); owned && owner != uid {
 			return false, nil // another claim's: creating fails and says so
 		}
 		inst, err := mig.Adopt(dev.GPU.Device, dev.Placement, m.GIID, m.CIID)
@@ -347,10 +329,9 @@ func (s *State) failRestore(a *restoreAttempt, cause error) error {
 		_ = s.CDI.Remove(rec.UID)
 		forgetInstances(&rec)
 		rec.State = checkpoint.RestorePending
-		_ = s.Store.Put(rec)
+		_ = s.Ledger.Record(rec)
 	}
-	s.hold(rec)
-	return s.setUnrestored(rec, a.reconfigure, cause)
+	return s.Ledger.MarkUnrestored(rec, a.reconfigure, cause)
 }
 
 // sharingEdits puts a recorded sharing setting back without waiting for
@@ -371,5 +352,5 @@ func (s *State) sharingEdits(rec *checkpoint.SharingRecord, reconfigure bool) (e
 	if !reconfigure {
 		return extraEdits{}, nil // a time slice needs no CDI edit
 	}
-	return s.applySharing(rec)
+	return s.applySharing("", rec) // a time slice: no namespace involved
 }

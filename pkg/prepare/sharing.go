@@ -185,7 +185,7 @@ func formatBytes(b int64) string { return fmt.Sprintf("%dMi", b>>20) }
 
 // applySharing applies a resolved setting and returns the CDI edits the
 // container needs for it.
-func (s *State) applySharing(rec *checkpoint.SharingRecord) (extraEdits, error) {
+func (s *State) applySharing(namespace string, rec *checkpoint.SharingRecord) (extraEdits, error) {
 	if rec == nil {
 		return extraEdits{}, nil
 	}
@@ -195,6 +195,7 @@ func (s *State) applySharing(rec *checkpoint.SharingRecord) (extraEdits, error) 
 	case configapi.MpsStrategy:
 		d := s.Sharing.MPS.Daemon(rec.Target)
 		d.Defaults = settingsOf(rec)
+		d.Namespace = namespace // the claim's: a daemon serves one namespace unless the chart allows more
 		if err := s.Sharing.MPS.Ensure(d); err != nil {
 			return extraEdits{}, err
 		}
@@ -261,7 +262,7 @@ func (s *State) releaseSharing(claim types.UID, rec *checkpoint.SharingRecord) e
 // sharedWith returns the setting (and its claim) of another owning record
 // (owners.go) that uses the same strategy on the same device, or nil.
 func (s *State) sharedWith(claim types.UID, rec *checkpoint.SharingRecord) (*checkpoint.SharingRecord, *checkpoint.PreparedClaim) {
-	return s.owners().sharing(claim, rec)
+	return s.Ledger.View().Sharing(claim, rec)
 }
 
 // SuperviseSharing restarts MPS daemons of prepared claims that died, for
@@ -313,7 +314,7 @@ func (s *State) SuperviseSharingOnce(ctx context.Context) error {
 // at a daemon pod is an API request).
 func (s *State) superviseOnce(ctx context.Context) {
 	seen := map[string]bool{}
-	for _, rec := range s.Store.List() {
+	for _, rec := range s.Ledger.Claims() {
 		if rec.State != checkpoint.PrepareCompleted {
 			continue
 		}
@@ -326,15 +327,28 @@ func (s *State) superviseOnce(ctx context.Context) {
 				continue
 			}
 			// The lock prepare and unprepare hold; the claim may have
-			// been unprepared since the list was taken.
+			// been unprepared since the list was taken, or unprepared and
+			// prepared again with another allocation (same UID): only the
+			// same allocation's daemon is started again.
 			unlock := s.deviceLocks.Lock(dev.lockKey())
-			if _, still := s.Store.Get(rec.UID); still {
+			if cur, still := s.Ledger.Get(rec.UID); still && cur.State == checkpoint.PrepareCompleted && sameAllocation(cur.Devices, rec.Devices) && sameSharing(cur.Devices, d) {
 				seen[d.Sharing.Target] = true
-				if _, err := s.applySharing(d.Sharing); err != nil {
+				if _, err := s.applySharing(rec.Namespace, d.Sharing); err != nil {
 					klog.FromContext(ctx).Error(err, "Restarting MPS daemon", "device", d.Device)
 				}
 			}
 			unlock()
 		}
 	}
+}
+
+// sameSharing reports whether the current record still applies d's
+// sharing setting to the same device.
+func sameSharing(current []checkpoint.PreparedDevice, d checkpoint.PreparedDevice) bool {
+	for _, c := range current {
+		if c.Device == d.Device && c.Sharing != nil && *c.Sharing == *d.Sharing {
+			return true
+		}
+	}
+	return false
 }

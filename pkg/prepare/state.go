@@ -10,16 +10,15 @@ package prepare
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare/step"
@@ -60,9 +59,10 @@ type Config struct {
 	DriverName string
 	PoolName   string
 	Devices    map[string]*AllocatableDevice
-	Store      *checkpoint.Store
-	CDI        *cdi.Writer
-	Status     StatusReporter
+	// Ledger holds the checkpoint: every write of a record goes through it.
+	Ledger *ledger.Ledger
+	CDI    *cdi.Writer
+	Status StatusReporter
 	// Sharing is nil on nodes that offer no sharing.
 	Sharing *SharingConfig
 	// Fence, when set, is entered around every prepare and unprepare so
@@ -82,17 +82,11 @@ type State struct {
 	Config
 	claimLocks  *keyedLocks
 	deviceLocks *keyedLocks
-
-	mu   sync.Mutex                 // guards held and unrestored; never held across I/O
-	held map[types.UID][]heldDevice // devices each prepared claim holds
-	// unrestored are prepared claims whose devices could not be restored
-	// after a reboot, with the reason.
-	unrestored map[types.UID]*RestoreError
 }
 
 // New builds the state; call Recover before serving the kubelet.
 func New(c Config) *State {
-	return &State{Config: c, claimLocks: newKeyedLocks(), deviceLocks: newKeyedLocks(), held: map[types.UID][]heldDevice{}, unrestored: map[types.UID]*RestoreError{}}
+	return &State{Config: c, claimLocks: newKeyedLocks(), deviceLocks: newKeyedLocks()}
 }
 
 // Prepare prepares one claim and returns its CDI devices. It is idempotent:
@@ -109,10 +103,10 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	unlockClaim := s.claimLocks.Lock(string(claim.UID))
 	defer unlockClaim()
 
-	if err := s.Store.NewerError(claim.UID); err != nil {
+	if err := s.Ledger.NewerError(claim.UID); err != nil {
 		return nil, step.Wrap(step.Checkpoint, err)
 	}
-	if rec, ok := s.Store.Get(claim.UID); ok {
+	if rec, ok := s.Ledger.Get(claim.UID); ok {
 		if rec.Prepared() && s.allocatedAsRecorded(claim, rec) {
 			if err := s.retryRestore(ctx, rec); err != nil {
 				return nil, step.Wrap(step.Restore, err)
@@ -136,13 +130,9 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	unlockDevices := s.deviceLocks.Lock(lockKeys(planned)...)
 	defer unlockDevices()
 
-	if err := s.reserve(claim.UID, planned, records); err != nil {
-		return nil, step.Wrap(step.Reserve, err)
-	}
 	rec := checkpoint.PreparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, State: checkpoint.PrepareStarted, Devices: records, BootID: s.BootID}
-	if err := s.Store.Put(rec); err != nil {
-		s.releaseHeld(claim.UID)
-		return nil, step.Wrap(step.Checkpoint, err)
+	if err := s.Ledger.Begin(rec); err != nil {
+		return nil, step.Wrap(step.Reserve, err)
 	}
 
 	devices, err := s.prepareDevices(ctx, &rec, planned)
@@ -154,7 +144,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 			// Keep what was created on record, so that the kubelet's
 			// retry (or the next start) rolls it back.
 			rec.State = checkpoint.PrepareStarted
-			_ = s.Store.Put(rec)
+			_ = s.Ledger.Record(rec)
 		}
 		return nil, err
 	}
@@ -168,7 +158,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 func (s *State) prepareDevices(_ context.Context, rec *checkpoint.PreparedClaim, planned []plannedDevice) ([]kubeletplugin.Device, error) {
 	for i := range planned {
 		p := &planned[i]
-		if err := s.configureDevice(&rec.Devices[i], p.device); err != nil {
+		if err := s.configureDevice(&rec.Devices[i], p.device, true); err != nil {
 			// configureDevice changes MIG devices and MIG mode only.
 			return nil, step.Errorf(step.MIG, "device %s: %w", p.device.Name, err)
 		}
@@ -178,7 +168,7 @@ func (s *State) prepareDevices(_ context.Context, rec *checkpoint.PreparedClaim,
 		if err := s.timeSliceConflict(rec.UID, rec.Devices[i].Sharing); err != nil {
 			return nil, step.Errorf(step.Sharing, "device %s: %w", p.device.Name, err)
 		}
-		extra, err := s.applySharing(rec.Devices[i].Sharing)
+		extra, err := s.applySharing(rec.Namespace, rec.Devices[i].Sharing)
 		if err != nil {
 			return nil, step.Errorf(step.Sharing, "device %s: %w", p.device.Name, err)
 		}
@@ -194,7 +184,7 @@ func (s *State) prepareDevices(_ context.Context, rec *checkpoint.PreparedClaim,
 	if err := s.writeSpec(*rec, planned); err != nil {
 		return nil, step.Errorf(step.CDI, "write CDI spec: %w", err)
 	}
-	if err := s.Store.Put(*rec); err != nil {
+	if err := s.Ledger.Record(*rec); err != nil {
 		return nil, step.Wrap(step.Checkpoint, err)
 	}
 	return kubeletDevices(rec.Devices), nil
@@ -212,10 +202,10 @@ func (s *State) Unprepare(ctx context.Context, claim kubeletplugin.NamespacedObj
 	defer leave()
 	unlockClaim := s.claimLocks.Lock(string(claim.UID))
 	defer unlockClaim()
-	if err := s.Store.NewerError(claim.UID); err != nil {
+	if err := s.Ledger.NewerError(claim.UID); err != nil {
 		return err // a newer driver's claim: its spec and devices are its own
 	}
-	rec, ok := s.Store.Get(claim.UID)
+	rec, ok := s.Ledger.Get(claim.UID)
 	if !ok {
 		// Nothing recorded; still make sure no spec lingers.
 		return s.CDI.Remove(claim.UID)
@@ -247,13 +237,13 @@ func (s *State) rollBackAtStart(rec checkpoint.PreparedClaim) error {
 	return s.undoAs(rec, true)
 }
 
-// lockRecordDevices locks the devices a record names that the node still
-// has, and returns the unlock.
+// lockRecordDevices locks the GPUs a record's devices occupy (by UUID,
+// published or not), and returns the unlock.
 func (s *State) lockRecordDevices(rec checkpoint.PreparedClaim) func() {
 	keys := make([]string, 0, len(rec.Devices))
-	for _, d := range rec.Devices {
-		if dev, ok := s.Devices[d.Device]; ok {
-			keys = append(keys, dev.lockKey())
+	for _, f := range ledger.Footprints(rec) {
+		if f.GPU != "" {
+			keys = append(keys, f.GPU)
 		}
 	}
 	return s.deviceLocks.Lock(keys...)
@@ -283,43 +273,22 @@ func (s *State) undoAs(rec checkpoint.PreparedClaim, atStart bool) error {
 			// A passthrough GPU is bound back from its record alone.
 			continue
 		}
-		if err := s.releaseDevice(d); err != nil {
+		if err := s.releaseDevice(d, s.addressTrusted(rec)); err != nil {
 			return fmt.Errorf("device %s: %w", d.Device, err)
 		}
 	}
-	if err := s.Store.Delete(rec.UID); err != nil {
-		return err
-	}
-	s.releaseHeld(rec.UID)
-	s.clearUnrestored(rec.UID)
-	return nil
+	return s.Ledger.Release(rec.UID)
 }
 
 // retryRestore tries again to restore a claim that start-up could not
 // restore (its placement may be free now); the caller holds the claim lock.
 func (s *State) retryRestore(ctx context.Context, rec checkpoint.PreparedClaim) error {
-	if rec.State != checkpoint.RestorePending && s.unrestoredErr(rec.UID) == nil {
+	if rec.State != checkpoint.RestorePending && s.Ledger.UnrestoredErr(rec.UID) == nil {
 		return nil
 	}
 	defer s.lockRecordDevices(rec)()
-	// The claim held its devices all along (owners.go); a record on disk
-	// that overlaps it anyway is refused rather than configured under.
-	if err := s.checkHeld(rec); err != nil {
-		return s.setUnrestored(rec, s.configuredAway(rec), err)
-	}
 	_, err := s.restore(klog.FromContext(ctx), rec)
 	return err
-}
-
-// PreparedDeviceCount is the number of devices held by prepared claims.
-func (s *State) PreparedDeviceCount() int {
-	n := 0
-	for _, c := range s.Store.List() {
-		if c.State == checkpoint.PrepareCompleted {
-			n += len(c.Devices)
-		}
-	}
-	return n
 }
 
 func kubeletDevices(devs []checkpoint.PreparedDevice) []kubeletplugin.Device {

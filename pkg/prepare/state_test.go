@@ -42,8 +42,8 @@ func TestPrepareIsIdempotent(t *testing.T) {
 	if got := n.status.count("uid-1"); got != 2 {
 		t.Fatalf("device status reported %d times, want once per prepare (2)", got)
 	}
-	if got := n.state.PreparedDeviceCount(); got != 1 {
-		t.Fatalf("PreparedDeviceCount = %d, want 1", got)
+	if got := n.state.Ledger.View().PreparedDevices(); got != 1 {
+		t.Fatalf("PreparedDevices = %d, want 1", got)
 	}
 }
 

@@ -144,9 +144,18 @@ func (s *Simulator) BoundDriver(addr string) string {
 
 // offNvidia reports whether the GPU with uuid is bound to another driver
 // than nvidia (or none): NVML does not see it then.
+//
+// A GPU bound to no driver at all (between the unbind and the bind of a
+// rebind) is off nvidia too: NVML reaches GPUs only through nvidia.ko,
+// which enumerates the devices it is bound to (NVML reference,
+// nvmlDeviceGetCount: "the number of compute devices in the system" that
+// the driver manages). Addresses the simulated sysfs does not know (no
+// PCI wiring) are on nvidia.
 func (s *Simulator) offNvidia(dev *server.Device) bool {
-	d := s.BoundDriver(dev.PciBusID)
-	return d != "" && d != vfio.DriverNvidia
+	s.pci.mu.Lock()
+	d, known := s.pci.driver[dev.PciBusID]
+	s.pci.mu.Unlock()
+	return known && d != vfio.DriverNvidia
 }
 
 // WriteSysfs writes one attribute of the simulated sysfs and does what the
