@@ -22,7 +22,8 @@ import (
 // and /dev/shm are what NVIDIA's DRA driver gives its MPS clients too
 // (k8s-dra-driver-gpu, cmd/gpu-kubelet-plugin/sharing.go, GetCDIContainerEdits):
 // clients and the MPS server exchange memory through /dev/shm, so both must
-// see the same one.
+// see the same one. ContainerLogDir is where a daemon pod's control daemon
+// logs (DefaultMPSDirs); clients get no log directory (ClientEdits).
 const (
 	ContainerPipeDir = "/tmp/nvidia-mps"
 	ContainerLogDir  = "/var/log/nvidia-mps"
@@ -48,7 +49,11 @@ type Runner interface {
 // Daemon is the MPS control daemon of one device (a GPU or a MIG device).
 type Daemon struct {
 	DeviceUUID string
-	Dir        string // <state>/mps/<uuid>: pipe/, log/, shm/, daemon.pid
+	Dir        string // <state>/mps/<uuid>: pipe/, log/, shm, daemon.pid, namespace
+	// Namespace is the namespace of the claim that asks for the daemon.
+	// Ensure refuses it when the daemon serves another namespace's claims,
+	// unless MPS.ShareAcrossNamespaces; empty skips that check.
+	Namespace string
 	// Defaults are the limits of the claim that starts the daemon, which a
 	// PodRunner with DaemonDefaults sets as the daemon's defaults
 	// (set_default_active_thread_percentage,
@@ -65,6 +70,11 @@ func (d *Daemon) ShmDir() string  { return filepath.Join(d.Dir, "shm") }
 // whatever runs the daemon.
 func (d *Daemon) PIDFile() string { return filepath.Join(d.Dir, "daemon.pid") }
 
+// NamespaceFile holds the namespace whose claims the daemon serves: the
+// namespace of the claim that started it, kept until the daemon's last
+// claim is unprepared (Stop removes Dir).
+func (d *Daemon) NamespaceFile() string { return filepath.Join(d.Dir, "namespace") }
+
 // ControlPipe exists once the control daemon accepts commands and clients.
 func (d *Daemon) ControlPipe() string { return filepath.Join(d.PipeDir(), "control") }
 
@@ -75,7 +85,43 @@ type MPS struct {
 	// ReadyTimeout bounds the wait for a new daemon's control pipe; 60s
 	// when zero (a daemon pod may need its image started first).
 	ReadyTimeout time.Duration
+	// ShareAcrossNamespaces lets claims of different namespaces use one
+	// device's daemon (--mps-share-across-namespaces, chart value
+	// sharing.mps.shareAcrossNamespaces). Off, a claim of a namespace other
+	// than the one the daemon serves is refused at prepare: MPS clients of
+	// one server are not isolated from each other (they share its
+	// /dev/shm and its control pipe), so a daemon is a trust boundary.
+	ShareAcrossNamespaces bool
 }
+
+// Modes of a daemon's directories. Clients never traverse Dir: the
+// container runtime (root, on the host) bind-mounts pipe/ and shm into
+// them. The MPS server, though, runs with the user ID of its clients
+// (NVIDIA's nvidia-cuda-mps-control(1): "the control daemon launches an
+// MPS server with the same user id (UID) as that of the requesting client
+// process"), inside the daemon pod where Dir is its /tmp (PodRunner), so
+// Dir grants others search, not read or write; pipe/ is searched and its
+// sockets reached by clients and servers of any user ID, and is read-only
+// in clients (ClientEdits); log/ is written by the control daemon (root)
+// alone and mounted in no client.
+const (
+	daemonDirMode os.FileMode = 0o711
+	pipeDirMode   os.FileMode = 0o755
+	logDirMode    os.FileMode = 0o700
+	// shmDirMode is that of a plain shm directory, made only for runners
+	// that provide none of their own (ProcessRunner: tests and a plugin
+	// run outside the chart), writable by root clients only: no file the
+	// plugin makes is writable by others. A PodRunner's /dev/shm is the
+	// kubelet's emptyDir, writable by clients of any user ID.
+	shmDirMode os.FileMode = 0o755
+)
+
+// CrossNamespaceFlag and CrossNamespaceValue name the setting that lets
+// namespaces share a daemon, for errors.
+const (
+	CrossNamespaceFlag  = "--mps-share-across-namespaces"
+	CrossNamespaceValue = "sharing.mps.shareAcrossNamespaces"
+)
 
 // Daemon returns the daemon handle of a device. The UUID may come from a
 // file on disk: Ensure and Stop refuse one that is not a single, plain
@@ -176,20 +222,85 @@ func (m *MPS) Ensure(d *Daemon) error {
 	if err != nil {
 		return fmt.Errorf("MPS daemon for %s: %w", d.DeviceUUID, err)
 	}
+	if err := m.claimNamespace(d); err != nil {
+		return err
+	}
 	if !running {
 		// Whatever a dead daemon left in its pipe directory is stale;
 		// a new one creates its pipes afresh.
 		_ = os.RemoveAll(d.PipeDir())
-		for _, dir := range []string{d.PipeDir(), d.LogDir(), d.ShmDir()} {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return fmt.Errorf("MPS daemon dir: %w", err)
-			}
+		if err := makeDirs(d); err != nil {
+			return fmt.Errorf("MPS daemon dir: %w", err)
 		}
 		if err := m.Runner.Start(ctx, d); err != nil {
 			return fmt.Errorf("start MPS control daemon for %s: %w", d.DeviceUUID, err)
 		}
 	}
 	return waitForFile(ctx, d.ControlPipe(), fmt.Sprintf("MPS control daemon for %s", d.DeviceUUID))
+}
+
+// makeDirs makes the daemon's directories with their modes (a directory
+// left by an earlier version, made 0755, gets them too). The shm directory
+// is made only when nothing is there: a PodRunner replaces it with a link
+// to its daemon pod's size-limited tmpfs.
+func makeDirs(d *Daemon) error {
+	for _, dm := range []struct {
+		dir  string
+		mode os.FileMode
+	}{{d.Dir, daemonDirMode}, {d.PipeDir(), pipeDirMode}, {d.LogDir(), logDirMode}} {
+		if err := os.MkdirAll(dm.dir, dm.mode); err != nil {
+			return err
+		}
+		// MkdirAll's mode is filtered by the umask, and an existing
+		// directory keeps its mode.
+		if err := os.Chmod(dm.dir, dm.mode); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Lstat(d.ShmDir()); errors.Is(err, os.ErrNotExist) {
+		if err := os.Mkdir(d.ShmDir(), shmDirMode); err != nil {
+			return err
+		}
+		return os.Chmod(d.ShmDir(), shmDirMode)
+	}
+	return nil
+}
+
+// claimNamespace records d.Namespace as the namespace the daemon serves,
+// or refuses it when the daemon already serves another namespace and
+// namespaces may not share daemons. The record outlives a daemon that
+// dies (its claims are still prepared) and goes with Dir at Stop. A
+// daemon directory without a record (made by an earlier version) takes
+// the namespace of the next claim.
+func (m *MPS) claimNamespace(d *Daemon) error {
+	if d.Namespace == "" {
+		return nil
+	}
+	data, err := os.ReadFile(d.NamespaceFile())
+	if err == nil {
+		serves := strings.TrimSpace(string(data))
+		if serves == d.Namespace || serves == "" || m.ShareAcrossNamespaces {
+			return nil
+		}
+		return fmt.Errorf("MPS daemon for device %s serves claims of namespace %q; a claim of namespace %q may not share it, "+
+			"because MPS clients of one server are not isolated from each other (they share its /dev/shm and control pipe). "+
+			"Use a device no other namespace shares, or let namespaces share MPS daemons with %s (chart value %s=true)",
+			d.DeviceUUID, serves, d.Namespace, CrossNamespaceFlag, CrossNamespaceValue)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("MPS daemon for device %s: read its namespace: %w", d.DeviceUUID, err)
+	}
+	if err := os.MkdirAll(d.Dir, daemonDirMode); err != nil {
+		return fmt.Errorf("MPS daemon dir: %w", err)
+	}
+	tmp := d.NamespaceFile() + ".tmp"
+	if err := os.WriteFile(tmp, []byte(d.Namespace+"\n"), 0o600); err != nil {
+		return fmt.Errorf("MPS daemon for device %s: record its namespace: %w", d.DeviceUUID, err)
+	}
+	if err := os.Rename(tmp, d.NamespaceFile()); err != nil {
+		return fmt.Errorf("MPS daemon for device %s: record its namespace: %w", d.DeviceUUID, err)
+	}
+	return nil
 }
 
 // waitForFile waits for a path to exist. NVIDIA's driver likewise waits for
@@ -225,31 +336,54 @@ func (m *MPS) Stop(d *Daemon) error {
 	return nil
 }
 
-// ClientEdits are what a container using the daemon needs: its pipe, log
-// and shared-memory directories, and this claim's own client limits. MPS
-// applies CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and
-// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT from a client's environment when that
-// client starts (NVIDIA MPS documentation, "Environment Variables"), so two
-// claims on one daemon each keep theirs; set_default_* on the daemon would
-// be one value for all of them.
+// ClientEdits are what a container using the daemon needs: its pipe
+// directory and /dev/shm, and this claim's own client limits. MPS applies
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+// from a client's environment when that client starts (NVIDIA MPS
+// documentation, "Environment Variables"), so two claims on one daemon
+// each keep theirs; set_default_* on the daemon would be one value for all
+// of them.
+//
+// What a client does not get:
+//   - The log directory. NVIDIA's MPS documentation ("Appendix: Logging",
+//     https://docs.nvidia.com/deploy/mps/ ) says the control daemon writes
+//     control.log and each server server.log there, and that
+//     CUDA_MPS_LOG_DIRECTORY "should be set in the MPS control daemon's
+//     environment and is automatically inherited by any MPS servers it
+//     launches": clients neither read nor write it. NVIDIA's device plugin
+//     gives its MPS clients the pipe directory and /dev/shm only
+//     (k8s-device-plugin internal/plugin/server.go, updateResponseForMPS).
+//     A client that could write there could plant control.log -> /etc/shadow
+//     for the daemon, which runs as root, to open.
+//   - A writable pipe directory. A client only connect(2)s to the sockets, and
+//     opens the named pipes, that its control daemon made there; the directory is mounted
+//     read-only so that no client can rename, remove or replace them (a
+//     fake daemon, or a denial of service for every other client). Linux
+//     refuses writes on a read-only mount with EROFS only for regular
+//     files, directories and symlinks: sb_permission() in fs/namei.c
+//     checks IS_RDONLY for S_ISREG, S_ISDIR and S_ISLNK only, so opening a
+//     socket or FIFO on a read-only mount for writing still works, while
+//     creating, renaming or unlinking anything in the directory fails.
+//
+// /dev/shm is writable: clients and their server exchange memory through
+// it. With a PodRunner, it is the daemon pod's size-limited tmpfs (see
+// PodRunner.ShmSize), which clients of other namespaces do not share
+// unless MPS.ShareAcrossNamespaces.
 func ClientEdits(d *Daemon, s Settings) cdispec.ContainerEdits {
-	env := []string{
-		"CUDA_MPS_PIPE_DIRECTORY=" + ContainerPipeDir,
-		"CUDA_MPS_LOG_DIRECTORY=" + ContainerLogDir,
-	}
+	env := []string{"CUDA_MPS_PIPE_DIRECTORY=" + ContainerPipeDir}
 	if s.ActiveThreadPercentage > 0 {
 		env = append(env, fmt.Sprintf("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d", s.ActiveThreadPercentage))
 	}
 	if s.PinnedMemoryBytes > 0 {
 		env = append(env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0="+MiB(s.PinnedMemoryBytes))
 	}
-	opts := []string{"rw", "nosuid", "nodev", "bind"}
 	return cdispec.ContainerEdits{
 		Env: env,
 		Mounts: []*cdispec.Mount{
-			{HostPath: d.PipeDir(), ContainerPath: ContainerPipeDir, Options: opts},
-			{HostPath: d.LogDir(), ContainerPath: ContainerLogDir, Options: opts},
-			{HostPath: d.ShmDir(), ContainerPath: ContainerShmDir, Options: opts},
+			{HostPath: d.PipeDir(), ContainerPath: ContainerPipeDir, Options: []string{"ro", "nosuid", "nodev", "noexec", "bind"}},
+			// The host path may be a link to the daemon pod's tmpfs; the
+			// runtime resolves it when it creates the container.
+			{HostPath: d.ShmDir(), ContainerPath: ContainerShmDir, Options: []string{"rw", "nosuid", "nodev", "noexec", "bind"}},
 		},
 	}
 }

@@ -183,10 +183,16 @@ func TestPIDFromThePIDFile(t *testing.T) {
 	}
 }
 
+// A client gets its claim's limits, the pipe directory read-only (it
+// connects, but cannot rename or replace the daemon's sockets) and
+// /dev/shm, and no log directory: only the control daemon and its servers
+// use CUDA_MPS_LOG_DIRECTORY (NVIDIA MPS documentation, "Appendix:
+// Logging"), and a client that could write there could plant a link for
+// the daemon, which runs as root, to open.
 func TestClientEditsCarryEachClaimsLimits(t *testing.T) {
 	d := (&MPS{Root: "/var/lib/gdra/mps"}).Daemon("GPU-a")
 	plain := ClientEdits(d, Settings{})
-	if want := []string{"CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps", "CUDA_MPS_LOG_DIRECTORY=/var/log/nvidia-mps"}; !slices.Equal(plain.Env, want) {
+	if want := []string{"CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps"}; !slices.Equal(plain.Env, want) {
 		t.Errorf("env without limits %v, want %v", plain.Env, want)
 	}
 	limited := ClientEdits(d, Settings{ActiveThreadPercentage: 30, PinnedMemoryBytes: 5<<30 + 1})
@@ -195,16 +201,37 @@ func TestClientEditsCarryEachClaimsLimits(t *testing.T) {
 			t.Errorf("env %v lacks %s", limited.Env, want)
 		}
 	}
-	mounts := map[string]string{}
-	for _, m := range limited.Mounts {
-		mounts[m.ContainerPath] = m.HostPath
-		if !slices.Contains(m.Options, "bind") || !slices.Contains(m.Options, "rw") {
-			t.Errorf("mount %s options %v, want a read-write bind", m.ContainerPath, m.Options)
+	for _, e := range limited.Env {
+		if strings.HasPrefix(e, "CUDA_MPS_LOG_DIRECTORY=") {
+			t.Errorf("a client gets %s; only the control daemon logs", e)
 		}
 	}
-	for cpath, host := range map[string]string{ContainerPipeDir: d.PipeDir(), ContainerLogDir: d.LogDir(), ContainerShmDir: d.ShmDir()} {
-		if mounts[cpath] != host {
-			t.Errorf("%s mounted from %q, want %s", cpath, mounts[cpath], host)
+	want := map[string]struct {
+		host string
+		mode string
+	}{
+		ContainerPipeDir: {d.PipeDir(), "ro"},
+		ContainerShmDir:  {d.ShmDir(), "rw"},
+	}
+	if len(limited.Mounts) != len(want) {
+		t.Errorf("%d mounts, want %d (no log directory)", len(limited.Mounts), len(want))
+	}
+	for _, m := range limited.Mounts {
+		w, ok := want[m.ContainerPath]
+		if !ok {
+			t.Errorf("unexpected mount %s from %s", m.ContainerPath, m.HostPath)
+			continue
+		}
+		if m.HostPath != w.host {
+			t.Errorf("%s mounted from %q, want %s", m.ContainerPath, m.HostPath, w.host)
+		}
+		for _, o := range []string{"bind", w.mode, "nosuid", "nodev", "noexec"} {
+			if !slices.Contains(m.Options, o) {
+				t.Errorf("mount %s options %v lack %s", m.ContainerPath, m.Options, o)
+			}
+		}
+		if w.mode == "ro" && slices.Contains(m.Options, "rw") {
+			t.Errorf("mount %s options %v: both ro and rw", m.ContainerPath, m.Options)
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,6 +63,18 @@ type PodRunner struct {
 	DaemonDefaults bool
 	// PriorityClassName, when set, is given to daemon pods.
 	PriorityClassName string
+	// ShmSize bounds the /dev/shm that a daemon and its clients share
+	// (--mps-shm-size, chart value sharing.mps.shmSize); DefaultShmSize
+	// when zero. It is an emptyDir of the daemon pod in memory with this
+	// sizeLimit: the kubelet mounts it as a tmpfs of that size, so a write
+	// past it fails with ENOSPC instead of filling the node's disk, and
+	// its pages count against the memory of the container that writes
+	// them (tmpfs pages are charged to the writer's memory cgroup) and
+	// towards the daemon pod's eviction at sizeLimit.
+	ShmSize resource.Quantity
+	// KubeletDir is the kubelet's root directory, where the daemon pod's
+	// emptyDir lives on the host; /var/lib/kubelet when empty.
+	KubeletDir string
 	// Poll is how often Stop looks whether the pod is gone; 200ms when zero.
 	Poll time.Duration
 }
@@ -77,31 +91,71 @@ func shortHash(s string) string {
 	return hex.EncodeToString(sum[:])[:16]
 }
 
+// DefaultShmSize is the size of a daemon's /dev/shm when PodRunner.ShmSize
+// is zero: room for the buffers MPS clients exchange with their server, and
+// more than the 64Mi a container runtime gives a pod's own /dev/shm.
+var DefaultShmSize = resource.MustParse("256Mi")
+
+// ShmVolume is the name of a daemon pod's /dev/shm volume.
+const ShmVolume = "shm"
+
+// Paths inside the driver root (the daemon's chroot) of a daemon pod.
+// The driver root is mounted read-only, and a read-only mount can hold a
+// mount only on a directory that exists in it (the runtime cannot create
+// the mount point: NVIDIA's device plugin met the same, k8s-device-plugin
+// pull request 505). /tmp and /dev/shm exist in a host's root and in the
+// GPU Operator's driver root, unlike /tmp/nvidia-mps: the daemon's own
+// directory (Daemon.Dir) is its /tmp, holding its pipe and log
+// directories, and its /dev/shm is the pod's tmpfs.
+const (
+	daemonPodTmp     = "/tmp"
+	daemonPodPipeDir = daemonPodTmp + "/pipe"
+	daemonPodLogDir  = daemonPodTmp + "/log"
+)
+
 // Pod is the daemon pod of d. d.Dir is a host path: the plugin's state
 // directory is mounted at the same path in its container.
+//
+// The pod writes only to its own directories: d.Dir (pid file; on real
+// GPUs also the daemon's /tmp with its pipe and log directories) and its
+// /dev/shm emptyDir. The driver root, where the daemon reads NVIDIA's
+// programs and libraries, is read-only. Its submounts (the host's /dev,
+// /proc, /sys) keep their own flags: the MPS server opens device nodes,
+// which a read-only mount would allow anyway (sb_permission() refuses
+// writes to regular files, directories and symlinks only), but the
+// driver's tools may create missing /dev/nvidia* nodes (nvidia-modprobe),
+// which a recursively read-only mount would refuse; the daemon pod is
+// privileged on real GPUs in any case.
 func (r *PodRunner) Pod(d *Daemon) *corev1.Pod {
 	dirType := corev1.HostPathDirectoryOrCreate
 	hostPath := func(name, path string) corev1.Volume {
 		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &dirType}}}
 	}
+	size := r.ShmSize
+	if size.IsZero() {
+		size = DefaultShmSize
+	}
+	shm := corev1.Volume{Name: ShmVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: &size}}}
 	args := []string{"mps-control-daemon", "--device=" + d.DeviceUUID, "--dir=/mps"}
-	volumes := []corev1.Volume{hostPath("mps", d.Dir)}
+	volumes := []corev1.Volume{hostPath("mps", d.Dir), shm}
 	mounts := []corev1.VolumeMount{{Name: "mps", MountPath: "/mps"}}
 	privileged := false
 	if r.HostDriverRoot != "" {
-		// As NVIDIA's template: the driver root, and the daemon's pipe,
-		// log and shm directories where the tools in it look for them.
-		args = append(args, "--driver-root=/driver-root")
+		// As NVIDIA's template, the daemon runs chrooted into the driver
+		// root, with its directories where it looks for them.
+		args = append(args, "--driver-root=/driver-root", "--pipe-dir="+daemonPodPipeDir, "--log-dir="+daemonPodLogDir)
 		if r.DaemonDefaults {
 			args = append(args, defaultLimitArgs(d.Defaults)...)
 		}
 		privileged = true
-		volumes = append(volumes, hostPath("driver-root", r.HostDriverRoot), hostPath("pipe", d.PipeDir()), hostPath("log", d.LogDir()), hostPath("shm", d.ShmDir()))
+		volumes = append(volumes, hostPath("driver-root", r.HostDriverRoot))
 		mounts = append(mounts,
-			corev1.VolumeMount{Name: "driver-root", MountPath: "/driver-root"},
-			corev1.VolumeMount{Name: "pipe", MountPath: "/driver-root" + ContainerPipeDir},
-			corev1.VolumeMount{Name: "log", MountPath: "/driver-root" + ContainerLogDir},
-			corev1.VolumeMount{Name: "shm", MountPath: "/driver-root" + ContainerShmDir})
+			corev1.VolumeMount{Name: "driver-root", MountPath: "/driver-root", ReadOnly: true},
+			corev1.VolumeMount{Name: "mps", MountPath: "/driver-root" + daemonPodTmp},
+			corev1.VolumeMount{Name: ShmVolume, MountPath: "/driver-root" + ContainerShmDir})
+	} else {
+		// The stand-in needs no /dev/shm; the volume is its clients'.
+		mounts = append(mounts, corev1.VolumeMount{Name: ShmVolume, MountPath: ContainerShmDir})
 	}
 	no := false
 	grace := int64(30)
@@ -149,20 +203,68 @@ func (r *PodRunner) Start(ctx context.Context, d *Daemon) error {
 	pods := r.Client.CoreV1().Pods(r.Namespace)
 	want := r.Pod(d)
 	for {
-		_, err := pods.Create(ctx, want, metav1.CreateOptions{})
+		created, err := pods.Create(ctx, want, metav1.CreateOptions{})
 		if err == nil {
-			return nil
+			return r.linkShm(d, created)
 		}
 		if !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create daemon pod %s/%s: %w", r.Namespace, want.Name, err)
 		}
-		if alive, err := r.Running(ctx, d); err != nil || alive {
-			return err
+		p, err := pods.Get(ctx, want.Name, metav1.GetOptions{})
+		if err == nil && podAlive(p) {
+			return r.linkShm(d, p)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("get daemon pod %s/%s: %w", r.Namespace, want.Name, err)
 		}
 		if err := r.Stop(ctx, d); err != nil {
 			return err
 		}
 	}
+}
+
+// ShmHostPath is where, on the host, the kubelet mounts the /dev/shm
+// emptyDir of the daemon pod p.
+func (r *PodRunner) ShmHostPath(p *corev1.Pod) string {
+	root := r.KubeletDir
+	if root == "" {
+		root = "/var/lib/kubelet"
+	}
+	return filepath.Join(root, "pods", string(p.UID), "volumes", "kubernetes.io~empty-dir", ShmVolume)
+}
+
+// linkShm makes d.ShmDir(), which clients' CDI specs name, a link to the
+// daemon pod's /dev/shm emptyDir: the pod's UID, and so the emptyDir's
+// host path, changes when the pod is replaced, while CDI specs, written at
+// prepare and again at start from the checkpoint, keep the one name.
+func (r *PodRunner) linkShm(d *Daemon, p *corev1.Pod) error {
+	if p.UID == "" {
+		return fmt.Errorf("daemon pod %s/%s has no UID", p.Namespace, p.Name)
+	}
+	target := r.ShmHostPath(p)
+	if err := os.MkdirAll(d.Dir, daemonDirMode); err != nil {
+		return err
+	}
+	if cur, err := os.Readlink(d.ShmDir()); err == nil && cur == target {
+		return nil
+	}
+	tmp := d.ShmDir() + ".new"
+	_ = os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return fmt.Errorf("link %s to the daemon pod's /dev/shm: %w", d.ShmDir(), err)
+	}
+	// A directory there (made by an earlier version, or by Ensure) goes
+	// first: rename cannot replace a directory with a link.
+	if fi, err := os.Lstat(d.ShmDir()); err == nil && fi.IsDir() {
+		if err := os.RemoveAll(d.ShmDir()); err != nil {
+			return fmt.Errorf("replace %s with a link to the daemon pod's /dev/shm: %w", d.ShmDir(), err)
+		}
+	}
+	if err := os.Rename(tmp, d.ShmDir()); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("link %s to the daemon pod's /dev/shm: %w", d.ShmDir(), err)
+	}
+	return nil
 }
 
 func podAlive(p *corev1.Pod) bool {

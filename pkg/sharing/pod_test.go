@@ -6,6 +6,7 @@ package sharing
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,19 +15,37 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func newPodRunner(hostDriverRoot string) (*PodRunner, *fake.Clientset) {
 	c := fake.NewClientset()
+	// The API server gives each pod a UID; the fake does not.
+	n := 0
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod); p.UID == "" {
+			n++
+			p.UID = types.UID(fmt.Sprintf("pod-uid-%d", n))
+		}
+		return false, nil, nil
+	})
 	return &PodRunner{Client: c, Namespace: "gpu-dra-driver", NodeName: "node-a", Image: "localhost/gpu-dra-driver:t", HostDriverRoot: hostDriverRoot, Poll: time.Millisecond}, c
 }
 
 func mounts(c corev1.Container, vols []corev1.Volume) map[string]string {
 	host := map[string]string{}
 	for _, v := range vols {
-		host[v.Name] = v.HostPath.Path
+		switch {
+		case v.HostPath != nil:
+			host[v.Name] = v.HostPath.Path
+		case v.EmptyDir != nil:
+			host[v.Name] = "emptyDir:" + string(v.EmptyDir.Medium) + ":" + v.EmptyDir.SizeLimit.String()
+		}
 	}
 	out := map[string]string{}
 	for _, m := range c.VolumeMounts {
@@ -35,8 +54,9 @@ func mounts(c corev1.Container, vols []corev1.Volume) map[string]string {
 	return out
 }
 
-// A real GPU's daemon pod chroots into the driver root with the daemon's
-// pipe, log and shm directories where NVIDIA's tools look for them.
+// A real GPU's daemon pod chroots into the driver root, read-only, with
+// its own directory as the daemon's /tmp (pipe and log directories in it)
+// and a size-limited tmpfs as its /dev/shm.
 func TestDaemonPodForARealGPU(t *testing.T) {
 	r, _ := newPodRunner("/run/nvidia/driver")
 	d := (&MPS{Root: "/var/lib/kubelet/plugins/gpu.nvidia.com/mps"}).Daemon(fakeUUID)
@@ -48,20 +68,29 @@ func TestDaemonPodForARealGPU(t *testing.T) {
 	if c.SecurityContext == nil || !*c.SecurityContext.Privileged {
 		t.Error("a real daemon pod must be privileged (chroot, GPU device nodes)")
 	}
-	if !slices.Contains(c.Args, "--driver-root=/driver-root") || !slices.Contains(c.Args, "--device="+fakeUUID) {
-		t.Errorf("args %v", c.Args)
+	for _, a := range []string{"--driver-root=/driver-root", "--device=" + fakeUUID, "--pipe-dir=/tmp/pipe", "--log-dir=/tmp/log"} {
+		if !slices.Contains(c.Args, a) {
+			t.Errorf("args %v lack %s", c.Args, a)
+		}
 	}
 	want := map[string]string{
-		"/mps":                            d.Dir,
-		"/driver-root":                    "/run/nvidia/driver",
-		"/driver-root/tmp/nvidia-mps":     d.PipeDir(),
-		"/driver-root/var/log/nvidia-mps": d.LogDir(),
-		"/driver-root/dev/shm":            d.ShmDir(),
+		"/mps":                 d.Dir,
+		"/driver-root":         "/run/nvidia/driver",
+		"/driver-root/tmp":     d.Dir,
+		"/driver-root/dev/shm": "emptyDir:Memory:256Mi",
 	}
 	got := mounts(c, p.Spec.Volumes)
+	if len(got) != len(want) {
+		t.Errorf("mounts %v, want %v", got, want)
+	}
 	for path, host := range want {
 		if got[path] != host {
 			t.Errorf("mount %s from %q, want %s", path, got[path], host)
+		}
+	}
+	for _, m := range c.VolumeMounts {
+		if m.ReadOnly != (m.MountPath == "/driver-root") {
+			t.Errorf("mount %s read-only: %v; only the driver root is", m.MountPath, m.ReadOnly)
 		}
 	}
 	if _, limited := c.Resources.Limits[corev1.ResourceMemory]; limited {
@@ -69,12 +98,68 @@ func TestDaemonPodForARealGPU(t *testing.T) {
 	}
 }
 
+// The daemon's mount points inside the read-only driver root are
+// directories every root has: the runtime cannot create one there.
+func TestDaemonPodMountPointsExistInAnyRoot(t *testing.T) {
+	r, _ := newPodRunner("/")
+	for _, m := range r.Pod((&MPS{Root: "/s/mps"}).Daemon(fakeUUID)).Spec.Containers[0].VolumeMounts {
+		in, ok := strings.CutPrefix(m.MountPath, "/driver-root/")
+		if ok && in != "tmp" && in != "dev/shm" {
+			t.Errorf("mount point /%s in the read-only driver root may not exist there", in)
+		}
+	}
+}
+
+func TestDaemonPodShmSize(t *testing.T) {
+	r, _ := newPodRunner("")
+	r.ShmSize = resource.MustParse("64Mi")
+	p := r.Pod((&MPS{Root: "/s/mps"}).Daemon(fakeUUID))
+	if got := mounts(p.Spec.Containers[0], p.Spec.Volumes)["/dev/shm"]; got != "emptyDir:Memory:64Mi" {
+		t.Fatalf("/dev/shm from %q, want a 64Mi emptyDir in memory", got)
+	}
+}
+
 func TestDaemonPodWhenSimulatedIsUnprivileged(t *testing.T) {
 	r, _ := newPodRunner("")
 	p := r.Pod((&MPS{Root: "/s/mps"}).Daemon(fakeUUID))
 	c := p.Spec.Containers[0]
-	if *c.SecurityContext.Privileged || len(p.Spec.Volumes) != 1 || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--driver-root") }) {
+	if *c.SecurityContext.Privileged || len(p.Spec.Volumes) != 2 || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--driver-root") }) {
 		t.Fatalf("simulated daemon pod: privileged %v, volumes %v, args %v", *c.SecurityContext.Privileged, p.Spec.Volumes, c.Args)
+	}
+}
+
+// Start links the daemon's shm, which clients' CDI specs name, to the
+// pod's emptyDir on the host, and follows a replaced pod.
+func TestPodRunnerLinksShmToThePodsEmptyDir(t *testing.T) {
+	ctx := context.Background()
+	r, c := newPodRunner("")
+	r.KubeletDir = "/var/lib/k"
+	m := &MPS{Root: t.TempDir(), Runner: r}
+	d := m.Daemon(fakeUUID)
+	if err := makeDirs(d); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := c.CoreV1().Pods(r.Namespace).Get(ctx, r.PodName(d.DeviceUUID), metav1.GetOptions{})
+	want := "/var/lib/k/pods/" + string(p.UID) + "/volumes/kubernetes.io~empty-dir/shm"
+	if got, err := os.Readlink(d.ShmDir()); err != nil || got != want {
+		t.Fatalf("shm links to %q (%v), want %s", got, err, want)
+	}
+	if ClientEdits(d, Settings{}).Mounts[1].HostPath != d.ShmDir() {
+		t.Fatal("clients do not get the linked shm")
+	}
+	p.Status.Phase = corev1.PodFailed
+	if _, err := c.CoreV1().Pods(r.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := c.CoreV1().Pods(r.Namespace).Get(ctx, r.PodName(d.DeviceUUID), metav1.GetOptions{})
+	if got, _ := os.Readlink(d.ShmDir()); q.UID == p.UID || !strings.Contains(got, string(q.UID)) {
+		t.Fatalf("after the pod was replaced (%s -> %s), shm links to %s", p.UID, q.UID, got)
 	}
 }
 
