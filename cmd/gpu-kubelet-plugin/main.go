@@ -330,7 +330,7 @@ func run(ctx context.Context, o *options) error {
 	logMigProfiles(logger, be.Inventory, o.publishOptions())
 	d, err := driver.Start(ctx, driver.Config{
 		DriverName: o.driverName, NodeName: o.nodeName, Client: client, StatusClient: statusClient, Backend: be,
-		StateDir: o.stateDir, CDIDir: o.cdiRoot,
+		StateDir: o.stateDir, CDIDir: o.cdiRoot, MPSShareAcrossNamespaces: o.mps.shareAcrossNamespaces,
 		PluginDir:         filepath.Join(o.kubeletDir, "plugins", o.driverName),
 		RegistrarDir:      filepath.Join(o.kubeletDir, "plugins_registry"),
 		RollingUpdateUID:  types.UID(o.podUID),
@@ -339,7 +339,7 @@ func run(ctx context.Context, o *options) error {
 		SharingStrategies: strategies,
 		NoDeviceMetadata:  !o.deviceMetadata,
 		Health:            o.health,
-		MPSRunner:         o.mps.runner(client, o.nodeName, o.mpsHostDriverRoot()),
+		MPSRunner:         o.mps.runner(client, o.nodeName, o.mpsHostDriverRoot(), o.kubeletDir),
 		BootIDFile:        o.bootIDFile,
 	})
 	if err != nil {

@@ -4,11 +4,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
@@ -21,20 +23,44 @@ type mpsOptions struct {
 	image     string
 	// daemonDefaults: the simulator's devices node mode (PodRunner.DaemonDefaults).
 	daemonDefaults bool
+	// shmSize: PodRunner.ShmSize; shareAcrossNamespaces: MPS.ShareAcrossNamespaces.
+	shmSize               quantityFlag
+	shareAcrossNamespaces bool
+}
+
+// quantityFlag is a resource quantity flag, checked when parsed.
+type quantityFlag struct{ q resource.Quantity }
+
+func (f *quantityFlag) String() string { return f.q.String() }
+func (f *quantityFlag) Type() string   { return "quantity" }
+func (f *quantityFlag) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return err
+	}
+	if q.Sign() <= 0 {
+		return fmt.Errorf("%s is not a positive size", s)
+	}
+	f.q = q
+	return nil
 }
 
 func (m *mpsOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&m.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the plugin, where it runs MPS control daemons as pods of their own so that they outlive the plugin (env POD_NAMESPACE).")
 	f.StringVar(&m.image, "mps-daemon-image", os.Getenv("MPS_DAEMON_IMAGE"), "Image of MPS control daemon pods: this plugin's own image (env MPS_DAEMON_IMAGE). Without it and --namespace, MPS daemons run as processes of the plugin and die with its container.")
+	m.shmSize.q = sharing.DefaultShmSize
+	f.Var(&m.shmSize, "mps-shm-size", "Size of the /dev/shm an MPS daemon shares with its clients: a tmpfs (the daemon pod's emptyDir in memory) that clients cannot write past (chart value sharing.mps.shmSize).")
+	f.BoolVar(&m.shareAcrossNamespaces, "mps-share-across-namespaces", false, "Let claims of different namespaces share a device's MPS daemon. MPS clients of one server are not isolated from each other (/dev/shm, control pipe); off, such a claim is refused at prepare (chart value sharing.mps.shareAcrossNamespaces).")
 }
 
 // runner returns the pod runner when both flags are set, nil otherwise.
-func (m *mpsOptions) runner(client kubernetes.Interface, nodeName, hostDriverRoot string) sharing.Runner {
+func (m *mpsOptions) runner(client kubernetes.Interface, nodeName, hostDriverRoot, kubeletDir string) sharing.Runner {
 	if m.namespace == "" || m.image == "" {
 		return nil
 	}
-	return &sharing.PodRunner{Client: client, Namespace: m.namespace, NodeName: nodeName, Image: m.image, HostDriverRoot: hostDriverRoot, DaemonDefaults: m.daemonDefaults}
+	return &sharing.PodRunner{Client: client, Namespace: m.namespace, NodeName: nodeName, Image: m.image, HostDriverRoot: hostDriverRoot, DaemonDefaults: m.daemonDefaults,
+		ShmSize: m.shmSize.q, KubeletDir: kubeletDir}
 }
 
 // mpsDaemonCommand is what a daemon pod runs: one device's MPS control

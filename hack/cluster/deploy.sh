@@ -49,8 +49,16 @@ if [ "${NODE_MODE:-files}" = devices ]; then
   mode_args=(--set simulate.nodeMode=devices --set driverRoot="$root" --set cdiHook.installDir="$KUBELET_DIR/gpu-dra-driver/bin")
 fi
 
+# sharing.mps.shareAcrossNamespaces: the demo (demo/specs/06) puts memory
+# fractions of gpu-demo and gpu-demo-2 on GPU 7, one MPS daemon. A trust
+# decision: MPS clients of one server are not isolated from each other;
+# clusters whose namespaces are tenants leave it off (docs/sharing.md).
+# TestMPSTenantIsolation turns it off for its own run. An earlier release's
+# chart (CHART=, the rollback e2e) has no such value and shares anyway.
+mps_args=()
+grep -q shareAcrossNamespaces "$CHART/values.yaml" && mps_args=(--set sharing.mps.shareAcrossNamespaces=true)
 s=$(now)
-helm upgrade --install "$RELEASE" "$CHART" "${mode_args[@]}" \
+helm upgrade --install "$RELEASE" "$CHART" "${mode_args[@]}" "${mps_args[@]}" \
   --namespace "$NAMESPACE" --create-namespace --wait --timeout 120s \
   --set image.tag="$tag" --set image.pullPolicy=Never \
   --set simulate.profile="$PROFILE" \
