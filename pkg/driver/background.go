@@ -159,7 +159,7 @@ func (d *Driver) reportUnrestored(ctx context.Context, e *prepare.RestoreError) 
 		}
 	}
 	for _, obj := range objs {
-		if err := recordEvent(ctx, d.cfg.Client, d.cfg.NodeName, obj, v1.EventTypeWarning, ReasonClaimNotRestored, msg); err != nil {
+		if err := recordEvent(ctx, d.cfg.Client, d.cfg.NodeName, obj.Namespace, obj, v1.EventTypeWarning, ReasonClaimNotRestored, msg); err != nil {
 			return fmt.Errorf("event on %s %s: %w", obj.Kind, types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, err)
 		}
 	}

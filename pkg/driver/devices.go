@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
@@ -161,20 +160,15 @@ func allocatable(pool string, table resourceslices.Table) (map[string]*prepare.A
 	devices := make(map[string]*prepare.AllocatableDevice, len(table.Entries))
 	watched := make([]health.Device, 0, len(table.Entries))
 	for _, e := range table.Entries {
+		// The table leaves the placement empty on devices that are no MIG
+		// device.
 		d := &prepare.AllocatableDevice{
 			Name: e.Device.Name, Kind: e.Kind, GPU: e.GPU, Partitionable: e.Partitionable,
 			StaticUUID: e.StaticUUID, GIID: e.GIID, CIID: e.CIID,
-		}
-		if e.Kind.IsMIG() {
-			d.Placement = mig.Placement{Profile: e.Profile, Start: e.Start, Size: e.Size}
+			Placement: mig.Placement{Profile: e.Profile, Start: e.Start, Size: e.Size},
 		}
 		devices[d.Name] = d
-		// A monitor device is its GPU seen again: it has the GPU's faults.
-		w := health.Device{PoolName: pool, DeviceName: d.Name, UUID: d.GPU.UUID, NVML: d.GPU.Device, MIG: d.Kind.IsMIG()}
-		if d.Kind == configapi.MIG {
-			w.Instance = &[2]uint32{uint32(d.GIID), uint32(d.CIID)}
-		}
-		watched = append(watched, w)
+		watched = append(watched, d.Behavior().Watch(pool, d))
 	}
 	return devices, watched
 }

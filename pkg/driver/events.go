@@ -47,20 +47,17 @@ func RecordNodeEvent(ctx context.Context, client kubernetes.Interface, node, eve
 
 // recordNodeEvent creates one event on the Node.
 func recordNodeEvent(ctx context.Context, client kubernetes.Interface, node, eventType, reason, msg string) {
-	obj := v1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node), APIVersion: "v1", Namespace: metav1.NamespaceDefault}
-	if err := recordEvent(ctx, client, node, obj, eventType, reason, msg); err != nil {
+	// The Node is cluster-scoped: its events go to the default namespace.
+	obj := v1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node), APIVersion: "v1"}
+	if err := recordEvent(ctx, client, node, metav1.NamespaceDefault, obj, eventType, reason, msg); err != nil {
 		klog.FromContext(ctx).V(2).Info("Could not record Node event", "reason", reason, "err", err)
 	}
 }
 
-// recordEvent creates one event on obj, in obj's namespace (the default
-// namespace for cluster-scoped objects).
-func recordEvent(ctx context.Context, client kubernetes.Interface, node string, obj v1.ObjectReference, eventType, reason, msg string) error {
+// recordEvent creates one event on obj, in namespace ns (obj's own, or
+// the default namespace for a cluster-scoped object).
+func recordEvent(ctx context.Context, client kubernetes.Interface, node, ns string, obj v1.ObjectReference, eventType, reason, msg string) error {
 	now := metav1.NewTime(time.Now())
-	ns := obj.Namespace
-	if obj.Kind == "Node" {
-		obj.Namespace = "" // the involved object is cluster-scoped
-	}
 	ev := &v1.Event{
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: obj.Name + ".", Namespace: ns},
 		InvolvedObject: obj,

@@ -104,10 +104,8 @@ func (m *deviceMetadata) attributes(rec checkpoint.PreparedDevice) map[string]re
 	entry := m.published[rec.Device]
 	pub := entry.Device
 	attrs := make(map[string]resourceapi.DeviceAttribute, len(pub.Attributes)+16)
-	if entry.Kind.IsMIG() {
-		for name, a := range resourceslices.MigDetails(m.inv, entry) {
-			attrs[string(name)] = a
-		}
+	for name, a := range resourceslices.MigDetails(m.inv, entry) {
+		attrs[string(name)] = a
 	}
 	for name, a := range pub.Attributes {
 		attrs[string(name)] = a

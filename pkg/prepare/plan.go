@@ -7,11 +7,12 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare/step"
-	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
 // plannedDevice is one allocated device with the config that applies to it.
@@ -52,7 +53,7 @@ func (s *State) plan(claim *resourceapi.ResourceClaim) ([]plannedDevice, []check
 		if !ok {
 			return nil, nil, step.Errorf(step.Device, "device %s is not published by this node; it may have been removed since the claim was allocated", r.Device)
 		}
-		if err := checkMonitor(dev, r); err != nil {
+		if err := dev.Behavior().Plan(dev, r); err != nil {
 			return nil, nil, step.Wrap(step.Claim, err)
 		}
 		cfg, err := configFor(configs, r.Request, dev.Kind)
@@ -90,23 +91,14 @@ func newRecord(r resourceapi.DeviceRequestAllocationResult, dev *AllocatableDevi
 	if r.ShareID != nil {
 		rec.ShareID = string(*r.ShareID)
 	}
-	switch dev.Kind {
-	case configapi.MIG:
-		rec.UUID = dev.StaticUUID
-		rec.Mig = &checkpoint.MigRecord{ParentUUID: dev.GPU.UUID, Profile: dev.Placement.Profile.Name, Start: dev.Placement.Start, Size: dev.Placement.Size, GIID: dev.GIID, CIID: dev.CIID}
-	case configapi.DynamicMIG:
-		rec.UUID = "" // known once created
-		rec.Mig = &checkpoint.MigRecord{ParentUUID: dev.GPU.UUID, Profile: dev.Placement.Profile.Name, Start: dev.Placement.Start, Size: dev.Placement.Size, Dynamic: true, GIID: -1, CIID: -1}
-	case configapi.VFIO:
-		rec.Vfio = vfioRecord(dev)
-	}
+	dev.Behavior().Record(&rec, dev)
 	return rec
 }
 
 func lockKeys(planned []plannedDevice) []string {
 	out := make([]string, 0, len(planned))
 	for _, p := range planned {
-		out = append(out, p.device.lockKey())
+		out = append(out, p.device.LockKey())
 	}
 	return out
 }
@@ -117,13 +109,7 @@ func cdiDevices(records []checkpoint.PreparedDevice, planned []plannedDevice) []
 	out := make([]cdi.Device, 0, len(planned))
 	for i, p := range planned {
 		d := cdi.Device{Name: p.device.Name, UUID: records[i].UUID, ProductName: p.device.GPU.ProductName, Minor: p.device.GPU.Minor, Extra: cdispec.ContainerEdits(p.extra)}
-		if p.device.Kind.IsMIG() {
-			d.ParentUUID = p.device.GPU.UUID
-			d.MigProfile = p.device.Placement.Profile.Name
-		}
-		if v := records[i].Vfio; v != nil {
-			d.VFIO = &cdi.VFIO{PCIBusID: v.PCIBusID, IOMMUGroup: v.IOMMUGroup}
-		}
+		p.device.Behavior().Describe(&d, records[i], p.device)
 		out = append(out, d)
 	}
 	return out

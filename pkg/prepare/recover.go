@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
@@ -237,7 +236,7 @@ func (s *State) destroyUnownedMig(logger klog.Logger, report *RecoveryReport) in
 		// Every GPU offered for dynamic MIG, including those (Ampere) not
 		// also published whole. A failure on one GPU leaves the others.
 		gpu := dev.GPU
-		if dev.Kind != configapi.DynamicMIG || seen[gpu.UUID] || gpu.Device == nil {
+		if !dev.Behavior().PartitionsGPU() || seen[gpu.UUID] || gpu.Device == nil {
 			// No handle: the GPU is a VM's (passthrough.go), and has no
 			// MIG device NVML could list.
 			continue
@@ -324,7 +323,7 @@ func (s *State) stopUnownedMPS(logger klog.Logger, report *RecoveryReport) int {
 func (s *State) gpuOf(uuid string) string {
 	for _, dev := range s.Devices {
 		if dev.GPU.UUID == uuid || (dev.StaticUUID != "" && dev.StaticUUID == uuid) {
-			return dev.lockKey()
+			return dev.LockKey()
 		}
 	}
 	for _, rec := range s.Ledger.View().Records() {

@@ -6,16 +6,12 @@ package prepare
 import (
 	"fmt"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare/devkind"
 )
 
 // A reboot keeps the checkpoint (it is on disk) but takes away everything
@@ -38,9 +34,9 @@ type RestoreError = ledger.RestoreError
 func (s *State) Unrestored() []*RestoreError { return s.Ledger.Unrestored() }
 
 // configuredAway reports whether a prepared claim's devices lost their
-// configuration: the record is of an earlier boot, or a MIG device it
-// names is no longer there (a GPU reset, or a record from before boot IDs
-// were recorded).
+// configuration: the record is of an earlier boot, or a device is no
+// longer configured as recorded, by its kind's own check (a MIG device
+// gone after a GPU reset, a VM's GPU back on nvidia).
 func (s *State) configuredAway(rec checkpoint.PreparedClaim) bool {
 	if rec.State == checkpoint.RestorePending {
 		return true
@@ -48,40 +44,9 @@ func (s *State) configuredAway(rec checkpoint.PreparedClaim) bool {
 	if rec.BootID != "" && s.BootID != "" && rec.BootID != s.BootID {
 		return true
 	}
+	env := s.env(s.addressTrusted(rec))
 	for _, d := range rec.Devices {
-		if s.vfioAway(d) {
-			return true
-		}
-		dev, ok := s.Devices[d.Device]
-		if !ok || d.Mig == nil {
-			continue
-		}
-		switch dev.Kind {
-		case configapi.DynamicMIG:
-			if d.Mig.GIID >= 0 && !migPresent(dev, d) {
-				return true
-			}
-		case configapi.MIG:
-			if d.UUID != dev.StaticUUID {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// migPresent reports whether the recorded dynamic MIG device still exists
-// where the record says.
-func migPresent(dev *AllocatableDevice, d checkpoint.PreparedDevice) bool {
-	if current, _, ret := dev.GPU.Device.GetMigMode(); ret == nvml.SUCCESS && current != nvml.DEVICE_MIG_ENABLE {
-		return false // MIG mode off: no MIG device at all
-	}
-	existing, err := nvdev.ExistingMigDevices(dev.GPU.Device, dev.GPU.MigProfiles)
-	if err != nil {
-		return true // cannot tell; keep the record as it is
-	}
-	for _, m := range existing {
-		if m.GIID == d.Mig.GIID && m.CIID == d.Mig.CIID && m.Placement.Start == d.Mig.Start && m.Profile.Name == d.Mig.Profile {
+		if !devkind.OfRecord(d).StillConfigured(env, d, s.Devices[d.Device]) {
 			return true
 		}
 	}
@@ -152,11 +117,12 @@ func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reco
 		if !ok {
 			return s.failRestore(a, fmt.Errorf("device %s is no longer on this node", d.Device))
 		}
-		if gpu := ledger.Of(*d).GPU; gpu != "" && gpu != dev.GPU.UUID {
-			// GPUs are named by minor: after a reboot or a driver reload
-			// the name can mean another GPU. The claim keeps its own GPU
-			// (the ledger holds it by UUID) and never gets that one.
-			return s.failRestore(a, fmt.Errorf("device %s is now GPU %s, not the claim's GPU %s (GPUs were renumbered)", d.Device, dev.GPU.UUID, gpu))
+		// GPUs are named by minor: after a reboot or a driver reload the
+		// name can mean another GPU, or another placement. The claim keeps
+		// its own hardware (the ledger holds it by UUID) and never gets
+		// that device's.
+		if err := dev.Behavior().Matches(*d, dev); err != nil {
+			return s.failRestore(a, err)
 		}
 		if reconfigure {
 			made, err := s.reconfigureDevice(a.rec, d, dev)
@@ -194,13 +160,14 @@ func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reco
 	return nil
 }
 
-// locateVMGPUs makes the recorded PCI address of each VM device of a claim
-// the live one of its GPU (liveAddress) and reports whether every one was
-// found.
+// locateVMGPUs updates each device of a claim with where its hardware is
+// now (a VM's GPU's PCI address: its kind's Locate) and reports whether
+// every one was found.
 func (s *State) locateVMGPUs(rec *checkpoint.PreparedClaim) bool {
 	located := true
+	env := s.env(false)
 	for i := range rec.Devices {
-		if err := s.liveAddress(&rec.Devices[i]); err != nil {
+		if err := devkind.OfRecord(rec.Devices[i]).Locate(env, &rec.Devices[i]); err != nil {
 			located = false
 		}
 	}
@@ -231,79 +198,18 @@ func forgetInstances(rec *checkpoint.PreparedClaim) {
 	}
 }
 
-// reconfigureDevice configures one device of a claim again and reports
-// whether it made (or adopted) a MIG device. The record's placement must be the
-// published device's: a device name that now means something else is not
-// the claim's device.
+// reconfigureDevice configures one device of a claim again, by its
+// kind, and reports whether it made (or adopted) something a failure must
+// undo.
 func (s *State) reconfigureDevice(rec checkpoint.PreparedClaim, d *checkpoint.PreparedDevice, dev *AllocatableDevice) (made bool, err error) {
-	uid := rec.UID
-	if d.Mig != nil {
-		if dev.Kind == configapi.WholeGPU || d.Mig.Profile != dev.Placement.Profile.Name || d.Mig.Start != dev.Placement.Start || d.Mig.ParentUUID != dev.GPU.UUID {
-			return false, fmt.Errorf("the node now publishes it as another device than the recorded %s MIG device at start %d of GPU %s", d.Mig.Profile, d.Mig.Start, d.Mig.ParentUUID)
-		}
-	}
-	switch dev.Kind {
-	case configapi.MIG:
-		// The admin's MIG devices come back (if at all) with new UUIDs.
-		old := d.UUID
-		d.UUID, d.Mig.GIID, d.Mig.CIID = dev.StaticUUID, dev.GIID, dev.CIID
-		if d.Sharing != nil && d.Sharing.Target == old {
-			d.Sharing.Target = dev.StaticUUID
-		}
-		return false, nil
-	case configapi.DynamicMIG:
-		adopted, err := s.adoptMig(uid, d, dev)
-		if err != nil {
-			return false, err
-		}
-		if !adopted {
-			// On a GPU whose MIG mode changes only with a reset (Ampere)
-			// and that came back with MIG mode off, this fails and says so.
-			if err := s.configureDevice(d, dev, s.addressTrusted(rec)); err != nil {
-				return false, err
-			}
-		}
-		// Made or adopted, it is this attempt's: a failure destroys it,
-		// since the record forgets its IDs and nothing would own it.
-		made = true
-	default:
-		if err := s.configureDevice(d, dev, s.addressTrusted(rec)); err != nil {
-			return false, err
-		}
+	made, err = dev.Behavior().Reconfigure(s.env(s.addressTrusted(rec)), rec.UID, d, dev)
+	if err != nil {
+		return made, err
 	}
 	if d.Sharing != nil && d.Sharing.Target == "" {
 		d.Sharing.Target = d.UUID
 	}
 	return made, nil
-}
-
-// adoptMig takes over a MIG device that sits at the recorded placement
-// with the recorded profile and that no record owns: one an earlier
-// restore of this claim made before the plugin was killed.
-func (s *State) adoptMig(uid types.UID, d *checkpoint.PreparedDevice, dev *AllocatableDevice) (bool, error) {
-	v := s.Ledger.View()
-	if v.Opaque() {
-		return false, nil // it may be an unreadable newer record's
-	}
-	existing, err := nvdev.ExistingMigDevices(dev.GPU.Device, dev.GPU.MigProfiles)
-	if err != nil {
-		return false, nil // MIG mode off, or unknown: create as usual
-	}
-	for _, m := range existing {
-		if m.Placement.Start != d.Mig.Start || m.Profile.Name != d.Mig.Profile {
-			continue
-		}
-		if owner, owned := v.MigOwner(dev.GPU.UUID, m.GIID); owned && owner != uid {
-			return false, nil // another claim's: creating fails and says so
-		}
-		inst, err := mig.Adopt(dev.GPU.Device, dev.Placement, m.GIID, m.CIID)
-		if err != nil {
-			return false, err
-		}
-		d.UUID, d.Mig.GIID, d.Mig.CIID = inst.UUID, inst.GIID, inst.CIID
-		return true, nil
-	}
-	return false, nil
 }
 
 // failRestore undoes what a failed restore attempt configured (the MIG
@@ -317,11 +223,11 @@ func (s *State) failRestore(a *restoreAttempt, cause error) error {
 	for _, i := range a.timeSlices {
 		_ = s.releaseSharing(rec.UID, rec.Devices[i].Sharing)
 	}
+	env := s.env(s.addressTrusted(rec))
 	for _, i := range a.created {
 		d := rec.Devices[i]
-		if dev, ok := s.Devices[d.Device]; ok && d.Mig != nil && d.Mig.GIID >= 0 {
-			_ = mig.DestroyAt(dev.GPU.Device, dev.Placement, d.Mig.GIID, d.Mig.CIID)
-			_ = mig.DisableIfEmpty(dev.GPU.Device, dev.GPU.MigProfiles)
+		if dev, ok := s.Devices[d.Device]; ok {
+			_ = dev.Behavior().Release(env, d, dev)
 		}
 	}
 	if a.reconfigure {

@@ -37,20 +37,17 @@ type SharingConfig struct {
 }
 
 // deviceMemory is the memory a device has: the GPU's, or the MIG profile's.
-func deviceMemory(dev *AllocatableDevice) int64 {
-	if !dev.Kind.IsMIG() {
-		return int64(dev.GPU.MemoryBytes)
-	}
-	return int64(dev.Placement.Profile.Info.MemorySizeMB) << 20
-}
+func deviceMemory(dev *AllocatableDevice) int64 { return dev.Behavior().Memory(dev) }
 
 // resolveSharing decides what sharing to apply to one allocated device.
 // A memory-fraction allocation (a share of a shareable GPU) always runs
 // under MPS with its consumed memory as the pinned-memory limit.
 func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r resourceapi.DeviceRequestAllocationResult, index int) (*checkpoint.SharingRecord, error) {
 	sh := cfg.GetSharing()
-	if err := checkMonitorSharing(dev, sh != nil || r.ShareID != nil); err != nil {
-		return nil, err
+	if sh != nil || r.ShareID != nil {
+		if err := dev.Behavior().CheckSharing(dev); err != nil {
+			return nil, err
+		}
 	}
 	target := mpsTarget(dev)
 	if r.ShareID != nil {
@@ -84,7 +81,7 @@ func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r r
 		// cmd/gpu-kubelet-plugin/sharing.go). Processes on one MIG device
 		// take turns at the default interval anyway, so TimeSlicing with
 		// the Default interval is accepted there and changes nothing.
-		if dev.Kind != configapi.WholeGPU {
+		if !dev.Behavior().OwnsTimeSlice() {
 			if iv := sh.TimeSlicingConfig.Interval; iv != configapi.DefaultTimeSlice {
 				return nil, fmt.Errorf("sharing.timeSlicingConfig.interval: %s cannot be set on MIG device %s: the time slice belongs to the whole GPU %s and would change it for every other MIG device on it; leave the interval out (Default) or use a whole GPU", iv, dev.Name, dev.GPU.UUID)
 			}
@@ -117,15 +114,7 @@ func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r r
 // mpsTarget is the device an MPS daemon runs for: the GPU, or the MIG
 // device. A dynamic MIG device gets its UUID only at prepare, which fills
 // the target in then.
-func mpsTarget(dev *AllocatableDevice) string {
-	switch dev.Kind {
-	case configapi.MIG:
-		return dev.StaticUUID
-	case configapi.DynamicMIG:
-		return ""
-	}
-	return dev.GPU.UUID
-}
+func mpsTarget(dev *AllocatableDevice) string { return dev.Behavior().ShareTarget(dev) }
 
 // perDeviceKeys are the defaultPerDevicePinnedMemoryLimit keys that select a
 // device: its UUID, when known before prepare, and its index among the
@@ -330,7 +319,7 @@ func (s *State) superviseOnce(ctx context.Context) {
 			// been unprepared since the list was taken, or unprepared and
 			// prepared again with another allocation (same UID): only the
 			// same allocation's daemon is started again.
-			unlock := s.deviceLocks.Lock(dev.lockKey())
+			unlock := s.deviceLocks.Lock(dev.LockKey())
 			if cur, still := s.Ledger.Get(rec.UID); still && cur.State == checkpoint.PrepareCompleted && sameAllocation(cur.Devices, rec.Devices) && sameSharing(cur.Devices, d) {
 				seen[d.Sharing.Target] = true
 				if _, err := s.applySharing(rec.Namespace, d.Sharing); err != nil {

@@ -19,32 +19,13 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare/devkind"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare/step"
 )
 
-// AllocatableDevice is a device this node publishes and can prepare.
-type AllocatableDevice struct {
-	Name string
-	// Kind says what preparing the device involves; preparing a monitor
-	// device changes nothing (monitor.go).
-	Kind configapi.DeviceKind
-	// GPU is the GPU itself, or the parent of a MIG device.
-	GPU *nvdev.GPU
-	// Partitionable is set on whole GPUs that are also offered as dynamic
-	// MIG devices: their MIG mode must be off while used whole.
-	Partitionable bool
-	// Placement locates a MIG device; StaticUUID, GIID and CIID identify an
-	// existing (static) one.
-	Placement  mig.Placement
-	StaticUUID string
-	GIID, CIID int
-}
-
-// lockKey serialises work on one physical GPU: MIG mode changes and GPU
-// instance creation on a GPU must not interleave.
-func (d *AllocatableDevice) lockKey() string { return d.GPU.UUID }
+// AllocatableDevice is a device this node publishes and can prepare; what
+// preparing it means is its kind's (devkind).
+type AllocatableDevice = devkind.Device
 
 // StatusReporter publishes what was prepared into the claim's status. It
 // must not block: the kubelet does not wait for it. Nothing is reported on
@@ -158,7 +139,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 func (s *State) prepareDevices(_ context.Context, rec *checkpoint.PreparedClaim, planned []plannedDevice) ([]kubeletplugin.Device, error) {
 	for i := range planned {
 		p := &planned[i]
-		if err := s.configureDevice(&rec.Devices[i], p.device, true); err != nil {
+		if err := p.device.Behavior().Configure(s.env(true), &rec.Devices[i], p.device); err != nil {
 			// configureDevice changes MIG devices and MIG mode only.
 			return nil, step.Errorf(step.MIG, "device %s: %w", p.device.Name, err)
 		}
@@ -260,6 +241,7 @@ func (s *State) undoAs(rec checkpoint.PreparedClaim, atStart bool) error {
 	if err := s.CDI.Remove(rec.UID); err != nil {
 		return err
 	}
+	env := s.env(s.addressTrusted(rec))
 	for _, d := range rec.Devices {
 		if atStart && d.Sharing != nil && d.Sharing.Strategy == configapi.MpsStrategy {
 			continue // stopped as unowned, in the background
@@ -267,13 +249,10 @@ func (s *State) undoAs(rec checkpoint.PreparedClaim, atStart bool) error {
 		if err := s.releaseSharing(rec.UID, d.Sharing); err != nil {
 			return fmt.Errorf("device %s: %w", d.Device, err)
 		}
-		if _, ok := s.Devices[d.Device]; !ok && d.Vfio == nil {
-			// The GPU is gone (e.g. fell off the bus); whatever was made on
-			// it went with it, or is destroyed as unowned when it returns.
-			// A passthrough GPU is bound back from its record alone.
-			continue
-		}
-		if err := s.releaseDevice(d, s.addressTrusted(rec)); err != nil {
+		// Released by the kind the record says, from the record: a device
+		// no longer published (its GPU fell off the bus, or a chart value
+		// changed) is released as far as its kind can without it.
+		if err := devkind.OfRecord(d).Release(env, d, s.Devices[d.Device]); err != nil {
 			return fmt.Errorf("device %s: %w", d.Device, err)
 		}
 	}

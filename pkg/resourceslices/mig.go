@@ -205,6 +205,9 @@ func MigDevice(inv *nvdev.Inventory, g *nvdev.GPU, p nvdev.MigProfile, start, si
 // file of a prepared MIG device carries them, under these names; they are
 // made when a device is prepared, not kept for every published one.
 func MigDetails(inv *nvdev.Inventory, e Entry) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	if !e.Kind.IsMIG() {
+		return nil // a GPU used whole, passed through or watched has none
+	}
 	g, p, start, size := e.GPU, e.Profile, e.Start, e.Size
 	n := func(v int64) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{IntValue: ptr.To(v)} }
 	return map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{

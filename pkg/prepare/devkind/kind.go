@@ -1,0 +1,159 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package devkind holds what each kind of device does on the node when it
+// is prepared, released, checked after a restart and adopted again: a
+// whole GPU, a monitor device, a static or dynamic MIG device and a GPU
+// passed through to a VM. pkg/prepare's reconciler runs the same steps for
+// every claim and asks a device's Kind what each step means for it; this
+// file is the one place that maps a kind to its implementation, so a new
+// kind is one new implementation here and nothing else (sharing is a
+// layer on a device of any kind, pkg/prepare/sharing.go).
+package devkind
+
+import (
+	"k8s.io/apimachinery/pkg/types"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+)
+
+// Device is a device this node publishes and can prepare.
+type Device struct {
+	Name string
+	// Kind says what preparing the device involves (Behavior).
+	Kind configapi.DeviceKind
+	// GPU is the GPU itself, or the parent of a MIG device.
+	GPU *nvdev.GPU
+	// Partitionable is set on whole GPUs that are also offered as dynamic
+	// MIG devices: their MIG mode must be off while used whole.
+	Partitionable bool
+	// Placement locates a MIG device; StaticUUID, GIID and CIID identify an
+	// existing (static) one.
+	Placement  mig.Placement
+	StaticUUID string
+	GIID, CIID int
+}
+
+// LockKey serialises work on one physical GPU: MIG mode changes, GPU
+// instance creation and driver binding on a GPU must not interleave.
+func (d *Device) LockKey() string { return d.GPU.UUID }
+
+// Behavior is the device's kind's implementation.
+func (d *Device) Behavior() Kind { return kinds[d.Kind] }
+
+// Env is what kinds reach on the node beyond their device.
+type Env struct {
+	// Passthrough is nil on nodes that offer no GPU for passthrough.
+	Passthrough *PassthroughConfig
+	// Devices is the published device table; a GPU that comes back from
+	// vfio-pci gets its new NVML handle there.
+	Devices map[string]*Device
+	// Owners is the ledger's view, for adopting a MIG device no record
+	// owns.
+	Owners func() ledger.View
+	// AddrTrusted: the record's PCI addresses were read from the live GPUs
+	// in this boot; otherwise they are hints only.
+	AddrTrusted bool
+}
+
+// Kind is what one kind of device does at each step. Every method gets the
+// device's record, which is the truth of what was done; dev is the
+// published device, nil where a method says it may be.
+type Kind interface {
+	// Plan refuses an allocation of dev that this kind never prepares,
+	// before anything is touched.
+	Plan(dev *Device, r resourceapi.DeviceRequestAllocationResult) error
+	// CheckSharing refuses a sharing setting on a kind that takes none.
+	CheckSharing(dev *Device) error
+	// Record fills in the kind's part of a device's first record.
+	Record(rec *checkpoint.PreparedDevice, dev *Device)
+	// Configure does the device-side work of prepare; the caller holds
+	// the GPU's lock and the ledger holds the GPU for the claim.
+	Configure(env Env, rec *checkpoint.PreparedDevice, dev *Device) error
+	// Release undoes Configure. It is idempotent and needs only the
+	// record: dev is nil when the device is no longer published.
+	Release(env Env, rec checkpoint.PreparedDevice, dev *Device) error
+	// StillConfigured reports whether a kept device is configured as its
+	// record says (false after a reboot or a GPU reset).
+	StillConfigured(env Env, rec checkpoint.PreparedDevice, dev *Device) bool
+	// Matches refuses a published device that is not the recorded one
+	// (another GPU under the same name after a renumbering, another
+	// placement).
+	Matches(rec checkpoint.PreparedDevice, dev *Device) error
+	// Locate updates a record with where its hardware is now, before a
+	// restore writes it (a VM's GPU's PCI address after a reboot).
+	Locate(env Env, rec *checkpoint.PreparedDevice) error
+	// Reconfigure configures a kept device again after it lost its
+	// configuration, adopting what an interrupted earlier attempt left;
+	// made: the attempt made (or adopted) something a failure must undo.
+	Reconfigure(env Env, uid types.UID, rec *checkpoint.PreparedDevice, dev *Device) (made bool, err error)
+	// Describe fills in the kind's part of the device's CDI description.
+	Describe(d *cdi.Device, rec checkpoint.PreparedDevice, dev *Device)
+	// Memory is the device's memory in bytes.
+	Memory(dev *Device) int64
+	// ShareTarget is the UUID an MPS daemon for the device serves ("" until
+	// prepare makes the device); OwnsTimeSlice: a time slice set on it is
+	// its own (only a whole GPU's is: the slice belongs to the GPU).
+	ShareTarget(dev *Device) string
+	OwnsTimeSlice() bool
+	// PartitionsGPU: the kind makes MIG devices on its GPU at prepare, and
+	// start destroys those no record owns.
+	PartitionsGPU() bool
+	// Watch is what the health monitor watches of the device: faults of
+	// its GPU, and of its own MIG instance where it is one.
+	Watch(pool string, dev *Device) health.Device
+}
+
+// kinds is the one map from a device kind to its implementation.
+var kinds = map[configapi.DeviceKind]Kind{
+	configapi.WholeGPU:   wholeGPU{},
+	configapi.Monitor:    monitor{},
+	configapi.MIG:        staticMIG{},
+	configapi.DynamicMIG: dynamicMIG{},
+	configapi.VFIO:       passthrough{},
+}
+
+// OfRecord is the kind of a recorded device, read from the record alone
+// (the device may no longer be published).
+func OfRecord(rec checkpoint.PreparedDevice) Kind {
+	switch {
+	case rec.Vfio != nil:
+		return passthrough{}
+	case rec.Mig != nil && rec.Mig.Dynamic:
+		return dynamicMIG{}
+	case rec.Mig != nil:
+		return staticMIG{}
+	case rec.AdminAccess:
+		return monitor{} // a whole GPU watched: nothing to undo either
+	}
+	return wholeGPU{}
+}
+
+// watchGPU is the health watch of a device that is its whole GPU (a
+// monitor device is its GPU seen again: it has the GPU's faults).
+func watchGPU(pool string, dev *Device) health.Device {
+	return health.Device{PoolName: pool, DeviceName: dev.Name, UUID: dev.GPU.UUID, NVML: dev.GPU.Device}
+}
+
+// sameGPU refuses a published device on another GPU than the record's.
+func sameGPU(rec checkpoint.PreparedDevice, dev *Device) error {
+	if gpu := ledger.Of(rec).GPU; gpu != "" && gpu != dev.GPU.UUID {
+		return &MismatchError{Device: dev.Name, Now: dev.GPU.UUID, Recorded: gpu}
+	}
+	return nil
+}
+
+// MismatchError: a device name now means another GPU than the record's.
+type MismatchError struct{ Device, Now, Recorded string }
+
+func (e *MismatchError) Error() string {
+	return "device " + e.Device + " is now GPU " + e.Now + ", not the claim's GPU " + e.Recorded + " (GPUs were renumbered)"
+}

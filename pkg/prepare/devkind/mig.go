@@ -1,0 +1,223 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package devkind
+
+import (
+	"fmt"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+)
+
+// migDevice is what static and dynamic MIG devices share: a placement of
+// memory slices on a parent GPU, the profile's memory, and no time slice
+// of their own (the slice belongs to the parent GPU: NVIDIA's driver sets
+// it on full GPUs only, k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/
+// sharing.go).
+type migDevice struct{}
+
+func (migDevice) Plan(*Device, resourceapi.DeviceRequestAllocationResult) error { return nil }
+
+func (migDevice) CheckSharing(*Device) error { return nil }
+
+func (migDevice) Locate(Env, *checkpoint.PreparedDevice) error { return nil }
+
+// Matches refuses a published device at another placement, of another
+// profile or on another GPU than the recorded MIG device.
+func (migDevice) Matches(rec checkpoint.PreparedDevice, dev *Device) error {
+	m := rec.Mig
+	if m == nil || m.Profile != dev.Placement.Profile.Name || m.Start != dev.Placement.Start || m.ParentUUID != dev.GPU.UUID {
+		return fmt.Errorf("the node now publishes %s as another device than the recorded one (%s)", dev.Name, describeRecord(rec))
+	}
+	return nil
+}
+
+func describeRecord(rec checkpoint.PreparedDevice) string {
+	if rec.Mig == nil {
+		return "a whole GPU " + rec.UUID
+	}
+	return fmt.Sprintf("%s MIG device at start %d of GPU %s", rec.Mig.Profile, rec.Mig.Start, rec.Mig.ParentUUID)
+}
+
+func (migDevice) Describe(d *cdi.Device, _ checkpoint.PreparedDevice, dev *Device) {
+	d.ParentUUID = dev.GPU.UUID
+	d.MigProfile = dev.Placement.Profile.Name
+}
+
+func (migDevice) Memory(dev *Device) int64 {
+	return int64(dev.Placement.Profile.Info.MemorySizeMB) << 20
+}
+
+func (migDevice) OwnsTimeSlice() bool { return false }
+
+// staticMIG is a MIG device an admin made: used as it is, never created or
+// destroyed here.
+type staticMIG struct{ migDevice }
+
+func (staticMIG) Record(rec *checkpoint.PreparedDevice, dev *Device) {
+	rec.UUID = dev.StaticUUID
+	rec.Mig = &checkpoint.MigRecord{ParentUUID: dev.GPU.UUID, Profile: dev.Placement.Profile.Name, Start: dev.Placement.Start, Size: dev.Placement.Size, GIID: dev.GIID, CIID: dev.CIID}
+}
+
+func (staticMIG) Configure(_ Env, _ *checkpoint.PreparedDevice, dev *Device) error {
+	if dev.GPU.Device == nil {
+		return vmHeld(dev)
+	}
+	return nil
+}
+
+func (staticMIG) Release(Env, checkpoint.PreparedDevice, *Device) error { return nil }
+
+// StillConfigured: the admin's MIG devices come back (if at all) with new
+// UUIDs after a reboot.
+func (staticMIG) StillConfigured(_ Env, rec checkpoint.PreparedDevice, dev *Device) bool {
+	return dev == nil || rec.UUID == dev.StaticUUID
+}
+
+func (staticMIG) Reconfigure(_ Env, _ types.UID, rec *checkpoint.PreparedDevice, dev *Device) (bool, error) {
+	old := rec.UUID
+	rec.UUID, rec.Mig.GIID, rec.Mig.CIID = dev.StaticUUID, dev.GIID, dev.CIID
+	if rec.Sharing != nil && rec.Sharing.Target == old {
+		rec.Sharing.Target = dev.StaticUUID
+	}
+	return false, nil
+}
+
+func (staticMIG) ShareTarget(dev *Device) string { return dev.StaticUUID }
+
+func (staticMIG) PartitionsGPU() bool { return false }
+
+// Watch: a static MIG device's instance exists at start, so its own
+// faults are known by instance.
+func (staticMIG) Watch(pool string, dev *Device) health.Device {
+	w := watchGPU(pool, dev)
+	w.MIG, w.Instance = true, &[2]uint32{uint32(dev.GIID), uint32(dev.CIID)}
+	return w
+}
+
+// dynamicMIG is a MIG device made at prepare at the placement the
+// scheduler chose, and destroyed at unprepare (MIG mode goes off with the
+// last one, where that needs no reset).
+type dynamicMIG struct{ migDevice }
+
+func (dynamicMIG) Record(rec *checkpoint.PreparedDevice, dev *Device) {
+	rec.UUID = "" // known once created
+	rec.Mig = &checkpoint.MigRecord{ParentUUID: dev.GPU.UUID, Profile: dev.Placement.Profile.Name, Start: dev.Placement.Start, Size: dev.Placement.Size, Dynamic: true, GIID: -1, CIID: -1}
+}
+
+func (dynamicMIG) Configure(_ Env, rec *checkpoint.PreparedDevice, dev *Device) error {
+	if dev.GPU.Device == nil {
+		return vmHeld(dev)
+	}
+	inst, err := mig.Create(dev.GPU.Device, dev.Placement)
+	if err != nil {
+		return err
+	}
+	rec.UUID, rec.Mig.GIID, rec.Mig.CIID = inst.UUID, inst.GIID, inst.CIID
+	return nil
+}
+
+// Release destroys the MIG device. One on a GPU that is no longer
+// published (fell off the bus) went with it, or is destroyed as unowned
+// when it returns.
+func (dynamicMIG) Release(_ Env, rec checkpoint.PreparedDevice, dev *Device) error {
+	if rec.Mig == nil || rec.Mig.GIID < 0 || dev == nil {
+		return nil
+	}
+	if dev.GPU.Device == nil {
+		return fmt.Errorf("device is no longer published; its MIG instance is cleaned up at the next start")
+	}
+	if err := mig.DestroyAt(dev.GPU.Device, dev.Placement, rec.Mig.GIID, rec.Mig.CIID); err != nil {
+		return err
+	}
+	// Return the GPU to non-MIG mode when nothing is left, so it can be
+	// used whole again (never on GPUs that need a reset for it).
+	return mig.DisableIfEmpty(dev.GPU.Device, dev.GPU.MigProfiles)
+}
+
+// StillConfigured: the recorded MIG device still exists where the record
+// says (a reboot or a GPU reset takes it away).
+func (dynamicMIG) StillConfigured(_ Env, rec checkpoint.PreparedDevice, dev *Device) bool {
+	if dev == nil || rec.Mig == nil || rec.Mig.GIID < 0 || dev.GPU.Device == nil {
+		return true
+	}
+	if current, _, ret := dev.GPU.Device.GetMigMode(); ret == nvml.SUCCESS && current != nvml.DEVICE_MIG_ENABLE {
+		return false // MIG mode off: no MIG device at all
+	}
+	existing, err := nvdev.ExistingMigDevices(dev.GPU.Device, dev.GPU.MigProfiles)
+	if err != nil {
+		return true // cannot tell; keep the record as it is
+	}
+	for _, m := range existing {
+		if m.GIID == rec.Mig.GIID && m.CIID == rec.Mig.CIID && m.Placement.Start == rec.Mig.Start && m.Profile.Name == rec.Mig.Profile {
+			return true
+		}
+	}
+	return false
+}
+
+// Reconfigure makes the MIG device again, or adopts one at the recorded
+// placement that no record owns (an earlier restore of this claim, killed
+// before it recorded it). Made or adopted, it is this attempt's: a
+// failure destroys it, since the record forgot its IDs and nothing would
+// own it.
+func (k dynamicMIG) Reconfigure(env Env, uid types.UID, rec *checkpoint.PreparedDevice, dev *Device) (bool, error) {
+	adopted, err := adopt(env, uid, rec, dev)
+	if err != nil {
+		return false, err
+	}
+	if !adopted {
+		// On a GPU whose MIG mode changes only with a reset (Ampere) and
+		// that came back with MIG mode off, this fails and says so.
+		if err := k.Configure(env, rec, dev); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func adopt(env Env, uid types.UID, rec *checkpoint.PreparedDevice, dev *Device) (bool, error) {
+	v := env.Owners()
+	if v.Opaque() || dev.GPU.Device == nil {
+		return false, nil // it may be an unreadable newer record's
+	}
+	existing, err := nvdev.ExistingMigDevices(dev.GPU.Device, dev.GPU.MigProfiles)
+	if err != nil {
+		return false, nil // MIG mode off, or unknown: create as usual
+	}
+	for _, m := range existing {
+		if m.Placement.Start != rec.Mig.Start || m.Profile.Name != rec.Mig.Profile {
+			continue
+		}
+		if owner, owned := v.MigOwner(dev.GPU.UUID, m.GIID); owned && owner != uid {
+			return false, nil // another claim's: creating fails and says so
+		}
+		inst, err := mig.Adopt(dev.GPU.Device, dev.Placement, m.GIID, m.CIID)
+		if err != nil {
+			return false, err
+		}
+		rec.UUID, rec.Mig.GIID, rec.Mig.CIID = inst.UUID, inst.GIID, inst.CIID
+		return true, nil
+	}
+	return false, nil
+}
+
+func (dynamicMIG) ShareTarget(*Device) string { return "" }
+
+func (dynamicMIG) PartitionsGPU() bool { return true }
+
+// Watch: a dynamic MIG device is an instance only while a claim holds it
+// (pkg/driver asks the ledger which).
+func (dynamicMIG) Watch(pool string, dev *Device) health.Device {
+	w := watchGPU(pool, dev)
+	w.MIG = true
+	return w
+}
