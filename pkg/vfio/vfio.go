@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -38,13 +39,61 @@ type Host struct {
 	Write func(path, value string) error
 	// Timeout bounds the waits for /dev/vfio/<group>; 10s when zero.
 	Timeout time.Duration
+	// WriteTimeout bounds each sysfs write; 30s when zero. A driver's
+	// unbind waits in the kernel until every process that has the GPU's
+	// device node open closes it (nvidia-persistenced, DCGM): the write
+	// can block for as long as they run.
+	WriteTimeout time.Duration
 }
+
+// pending are the sysfs writes that have not returned from the kernel,
+// by path and value. The kernel state they wait on is the host's, so the
+// set is too: a write still blocked is never issued a second time.
+var pending = struct {
+	sync.Mutex
+	writes map[string]bool
+}{writes: map[string]bool{}}
 
 func (h Host) dev(addr string, elem ...string) string {
 	return filepath.Join(append([]string{h.SysfsRoot, "bus", "pci", "devices", addr}, elem...)...)
 }
 
+// write writes one sysfs attribute, giving up after WriteTimeout. A
+// write that times out stays in the kernel (it cannot be cancelled) and
+// finishes when the holder lets go; until then the same write is refused
+// at once, so that a caller's lock on the GPU is never held for longer
+// than the timeout and retries do not pile up. The caller's record says
+// what was intended, and a later call resumes from what sysfs says.
 func (h Host) write(path, value string) error {
+	timeout := h.WriteTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	key := path + "\x00" + value
+	pending.Lock()
+	if pending.writes[key] {
+		pending.Unlock()
+		return fmt.Errorf("writing %q to %s: an earlier identical write has not returned from the kernel yet; a process that holds the GPU's device node (nvidia-persistenced, DCGM) must let go of it first", strings.TrimSpace(value), path)
+	}
+	pending.writes[key] = true
+	pending.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		err := h.writeNow(path, value)
+		pending.Lock()
+		delete(pending.writes, key)
+		pending.Unlock()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		return fmt.Errorf("writing %q to %s did not return within %s: the kernel waits for a process that holds the GPU's device node (nvidia-persistenced, DCGM); stop it or let it release the GPU, and the next try resumes", strings.TrimSpace(value), path, timeout)
+	}
+}
+
+func (h Host) writeNow(path, value string) error {
 	if h.Write != nil {
 		return h.Write(path, value)
 	}

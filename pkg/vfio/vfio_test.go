@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -164,5 +165,49 @@ func TestRebootRebinds(t *testing.T) {
 	}
 	if n, _ := s2.DeviceGetCount(); n != 2 {
 		t.Fatalf("after reboot NVML sees %d", n)
+	}
+}
+
+// A sysfs write that blocks in the kernel (an unbind while another process
+// holds the GPU's device node) gives up after WriteTimeout, is not issued
+// again while it is still blocked, and the bind resumes once it returns.
+func TestBlockedWriteGivesUp(t *testing.T) {
+	s := sim(t)
+	h := s.VFIO()
+	release := make(chan struct{})
+	simWrite := h.Write
+	h.Write = func(path, value string) error {
+		if strings.HasSuffix(path, "/unbind") {
+			<-release
+		}
+		return simWrite(path, value)
+	}
+	h.WriteTimeout = 100 * time.Millisecond
+	addr := simulate.PCIBusID(0)
+	start := time.Now()
+	err := h.Bind(addr, vfio.DriverVFIO)
+	if err == nil || !strings.Contains(err.Error(), "did not return within") {
+		t.Fatalf("blocked unbind: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("Bind took %s with a 100ms write timeout", took)
+	}
+	if err := h.Bind(addr, vfio.DriverVFIO); err == nil || !strings.Contains(err.Error(), "has not returned") {
+		t.Fatalf("second bind while the first unbind is still in the kernel: %v", err)
+	}
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := h.Bind(addr, vfio.DriverVFIO)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bind after the kernel let go: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d, _ := h.Driver(addr); d != vfio.DriverVFIO {
+		t.Fatalf("driver after the resumed bind %q", d)
 	}
 }
