@@ -58,13 +58,23 @@ func (h Host) dev(addr string, elem ...string) string {
 	return filepath.Join(append([]string{h.SysfsRoot, "bus", "pci", "devices", addr}, elem...)...)
 }
 
-// write writes one sysfs attribute, giving up after WriteTimeout. A
-// write that times out stays in the kernel (it cannot be cancelled) and
-// finishes when the holder lets go; until then the same write is refused
-// at once, so that a caller's lock on the GPU is never held for longer
-// than the timeout and retries do not pile up. The caller's record says
-// what was intended, and a later call resumes from what sysfs says.
+// write writes one sysfs attribute. The kernel's own attributes are
+// written with a bound (kernelWrite); a Write of the simulator's, which
+// does in process what the kernel would, is called as it is.
 func (h Host) write(path, value string) error {
+	if h.Write != nil {
+		return h.Write(path, value)
+	}
+	return h.kernelWrite(path, value)
+}
+
+// kernelWrite gives up after WriteTimeout. A write that times out stays in
+// the kernel (it cannot be cancelled) and finishes when the holder lets
+// go; until then the same write is refused at once, so that a caller's
+// lock on the GPU is never held for longer than the timeout and retries
+// do not pile up. The caller's record says what was intended, and a later
+// call resumes from what sysfs says.
+func (h Host) kernelWrite(path, value string) error {
 	timeout := h.WriteTimeout
 	if timeout == 0 {
 		timeout = 30 * time.Second
@@ -79,11 +89,12 @@ func (h Host) write(path, value string) error {
 	pending.Unlock()
 	done := make(chan error, 1)
 	go func() {
-		err := h.writeNow(path, value)
-		pending.Lock()
-		delete(pending.writes, key)
-		pending.Unlock()
-		done <- err
+		defer func() {
+			pending.Lock()
+			delete(pending.writes, key)
+			pending.Unlock()
+		}()
+		done <- writeFile(path, value)
 	}()
 	select {
 	case err := <-done:
@@ -93,10 +104,8 @@ func (h Host) write(path, value string) error {
 	}
 }
 
-func (h Host) writeNow(path, value string) error {
-	if h.Write != nil {
-		return h.Write(path, value)
-	}
+// writeFile writes a kernel attribute: opened for writing, never created.
+func writeFile(path, value string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
 	if err != nil {
 		return err

@@ -4,9 +4,11 @@
 package vfio_test
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -170,19 +172,21 @@ func TestRebootRebinds(t *testing.T) {
 
 // A sysfs write that blocks in the kernel (an unbind while another process
 // holds the GPU's device node) gives up after WriteTimeout, is not issued
-// again while it is still blocked, and the bind resumes once it returns.
+// again while it is still blocked, and is issued again once it returned.
+// The driver's unbind attribute is a FIFO here: a real write to it blocks
+// until someone reads, as the kernel's does until the holder lets go.
 func TestBlockedWriteGivesUp(t *testing.T) {
 	s := sim(t)
 	h := s.VFIO()
-	release := make(chan struct{})
-	simWrite := h.Write
-	h.Write = func(path, value string) error {
-		if strings.HasSuffix(path, "/unbind") {
-			<-release
-		}
-		return simWrite(path, value)
-	}
+	h.Write = nil // the kernel path, on the simulated tree
 	h.WriteTimeout = 100 * time.Millisecond
+	unbind := filepath.Join(s.SysfsRoot(), "bus/pci/drivers", vfio.DriverNvidia, "unbind")
+	if err := os.Remove(unbind); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(unbind, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	addr := simulate.PCIBusID(0)
 	start := time.Now()
 	err := h.Bind(addr, vfio.DriverVFIO)
@@ -195,19 +199,22 @@ func TestBlockedWriteGivesUp(t *testing.T) {
 	if err := h.Bind(addr, vfio.DriverVFIO); err == nil || !strings.Contains(err.Error(), "has not returned") {
 		t.Fatalf("second bind while the first unbind is still in the kernel: %v", err)
 	}
-	close(release)
+	// The holder lets go: the blocked write returns.
+	r, err := os.OpenFile(unbind, os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	go func() { _, _ = io.Copy(io.Discard, r) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		err := h.Bind(addr, vfio.DriverVFIO)
-		if err == nil {
-			break
+		if err == nil || !strings.Contains(err.Error(), "has not returned") {
+			break // issued again (this tree has no kernel to bind it)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("bind after the kernel let go: %v", err)
+			t.Fatalf("the write is still refused after the kernel let go: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-	if d, _ := h.Driver(addr); d != vfio.DriverVFIO {
-		t.Fatalf("driver after the resumed bind %q", d)
 	}
 }
