@@ -34,13 +34,13 @@ type DaemonProgram struct {
 	// Dir is the daemon's directory (Daemon.Dir) as mounted in the pod;
 	// the pid file goes there.
 	Dir string
-	// DriverRoot is the driver root as mounted in the pod, with the
-	// daemon's pipe, log and shm directories mounted at ContainerPipeDir,
-	// ContainerLogDir and ContainerShmDir inside it. Empty runs the
-	// simulated stand-in instead.
+	// DriverRoot is the driver root as mounted in the pod (read-only),
+	// with the daemon's directory mounted at its /tmp and the pod's tmpfs
+	// at its /dev/shm (PodRunner.Pod). Empty runs the simulated stand-in
+	// instead.
 	DriverRoot string
-	// Dirs are the pipe and log directories inside the driver root;
-	// DefaultMPSDirs when empty.
+	// Dirs are the pipe and log directories inside the driver root
+	// (PodRunner passes /tmp/pipe and /tmp/log); DefaultMPSDirs when empty.
 	Dirs MPSDirs
 	// Defaults are set on the daemon once it accepts commands (see
 	// Daemon.Defaults); zero limits are left as NVIDIA's defaults.

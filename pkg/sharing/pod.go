@@ -69,8 +69,7 @@ type PodRunner struct {
 	// sizeLimit: the kubelet mounts it as a tmpfs of that size, so a write
 	// past it fails with ENOSPC instead of filling the node's disk, and
 	// its pages count against the memory of the container that writes
-	// them (tmpfs pages are charged to the writer's memory cgroup) and
-	// towards the daemon pod's eviction at sizeLimit.
+	// them (tmpfs pages are charged to the writer's memory cgroup).
 	ShmSize resource.Quantity
 	// KubeletDir is the kubelet's root directory, where the daemon pod's
 	// emptyDir lives on the host; /var/lib/kubelet when empty.
