@@ -24,17 +24,22 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/vfio"
 )
 
-// TestOwnershipProperty (issue 28): random sequences of prepare,
-// unprepare, plugin restart, reboot, a GPU lost and back, a chart value
-// changed (dynamic MIG off and on for a GPU), downgrade and upgrade, with
-// kills (property_kill_test.go) at random points of prepares, unprepares
-// and start-up. After every step: no hardware is held by two claims, no
-// MIG device or CDI spec of a live claim is gone, nothing is recorded or
-// made for a claim that is not live; at the end, with every claim
-// unprepared, nothing is left. GDRA_PROPERTY_STEPS and GDRA_PROPERTY_SEEDS
-// run it longer.
+// TestOwnershipProperty (issues 28 and 38): random sequences of prepare
+// (whole GPUs, time-sliced, admin access, monitor devices, dynamic MIG
+// devices, GPUs passed through to VMs), unprepare, plugin restart, reboot
+// (in which the buses may be renumbered, so that a VM's recorded PCI
+// address names another GPU), a GPU lost and back, chart values changed
+// (dynamic MIG off and on for a GPU, passthrough off and on for a GPU),
+// downgrade and upgrade, with kills (property_kill_test.go) at random
+// points of prepares, unprepares, sysfs writes and start-up. After every
+// step: no hardware is held by two claims, no MIG device, binding or CDI
+// spec of a live claim is gone, no GPU is on vfio-pci that no VM claim
+// holds, nothing is recorded or made for a claim that is not live; at the
+// end, with every claim unprepared, nothing is left. GDRA_PROPERTY_STEPS
+// and GDRA_PROPERTY_SEEDS run it longer.
 func TestOwnershipProperty(t *testing.T) {
 	steps, seeds := envInt("GDRA_PROPERTY_STEPS", 150), envInt("GDRA_PROPERTY_SEEDS", 4)
 	for seed := range seeds {
@@ -78,6 +83,8 @@ type prop struct {
 	gpus   []*nvdev.GPU // the inventory's GPUs, their NVML handles wrapped with kill points
 	lost   map[int]bool
 	migOff map[int]bool
+	// ptOff: passthrough turned off for the GPU (--passthrough-gpus).
+	ptOff map[int]bool
 	live   map[types.UID]*liveClaim
 	next   int
 	step   int
@@ -87,7 +94,17 @@ type prop struct {
 
 func newProp(t *testing.T, seed uint64) *prop {
 	n := newNode(t, "h100x2", true)
-	p := &prop{t: t, n: n, rng: rand.New(rand.NewPCG(seed, 28)), k: &killer{}, lost: map[int]bool{}, migOff: map[int]bool{}, live: map[types.UID]*liveClaim{}, ops: map[string]int{}}
+	p := &prop{t: t, n: n, rng: rand.New(rand.NewPCG(seed, 28)), k: &killer{}, lost: map[int]bool{}, migOff: map[int]bool{}, ptOff: map[int]bool{}, live: map[types.UID]*liveClaim{}, ops: map[string]int{}}
+	host := n.sim.VFIO()
+	write := host.Write
+	host.Write = func(path, value string) error {
+		p.k.point()
+		err := write(path, value)
+		p.k.point()
+		return err
+	}
+	host.Timeout = 2e9
+	n.passthrough = &PassthroughConfig{Host: host, Lookup: n.sim.DeviceGetHandleByUUID, Timeout: 2e9}
 	for _, g := range n.inv.GPUs {
 		w := *g
 		w.Device = killDevice{g.Device, p.k}
@@ -115,6 +132,10 @@ func (p *prop) publish() map[string]*AllocatableDevice {
 		}
 		name := gpuName(g.Minor)
 		out[name] = &AllocatableDevice{Name: name, Kind: configapi.WholeGPU, GPU: g, Partitionable: !p.migOff[g.Minor]}
+		out[monitorName(g.Minor)] = &AllocatableDevice{Name: monitorName(g.Minor), Kind: configapi.Monitor, GPU: g}
+		if !p.ptOff[g.Minor] {
+			out[vfioName(g.Minor)] = &AllocatableDevice{Name: vfioName(g.Minor), Kind: configapi.VFIO, GPU: g, Partitionable: !p.migOff[g.Minor]}
+		}
 		for _, prof := range g.MigProfiles {
 			for _, pl := range prof.Placements {
 				name := migName(g.Minor, prof.Name, pl.Start)
@@ -167,6 +188,7 @@ func (p *prop) randomStep() {
 		{"prepare", 30, p.prepareNew}, {"reprepare", 8, p.reprepare}, {"unprepare", 20, p.unprepareOne},
 		{"restart", 8, p.restart}, {"reboot", 5, p.reboot}, {"lose-gpu", 3, p.toggleLost},
 		{"mig-off-on", 4, p.toggleMig}, {"downgrade", 3, p.downgrade}, {"upgrade", 3, p.upgrade},
+		{"passthrough-off-on", 3, p.togglePassthrough},
 	}
 	total := 0
 	for _, o := range ops {
@@ -253,16 +275,27 @@ func minorOf(name string) int {
 }
 
 func (p *prop) prepareNew() {
-	var whole, migs []string
+	var whole, migs, vms, monitors []string
 	for name, d := range p.n.devices {
-		if d.Kind == configapi.WholeGPU {
+		switch d.Kind {
+		case configapi.WholeGPU:
 			whole = append(whole, name)
-		} else {
+		case configapi.VFIO:
+			vms = append(vms, name)
+		case configapi.Monitor:
+			monitors = append(monitors, name)
+		default:
 			migs = append(migs, name)
 		}
 	}
 	slices.Sort(whole)
 	slices.Sort(migs)
+	slices.Sort(vms)
+	slices.Sort(monitors)
+	if p.rng.IntN(4) == 0 && len(vms)+len(monitors) > 0 {
+		p.prepareVMOrMonitor(append(vms, monitors...))
+		return
+	}
 	p.next++
 	uid := types.UID(fmt.Sprintf("uid-%d", p.next))
 	var results []result
@@ -282,6 +315,9 @@ func (p *prop) prepareNew() {
 		d := p.n.devices[name]
 		if !admin && (p.conflicts(d) || p.instanceCapReached(d)) {
 			return // the scheduler would not allocate it
+		}
+		if admin && p.vmConflict(d, true) {
+			return // refused at prepare: prepareVMOrMonitor covers that
 		}
 		for _, c := range chosen {
 			if c.Name == name || (!admin && devicesOverlap(c, d)) {
@@ -309,6 +345,62 @@ func (p *prop) prepareNew() {
 	p.live[uid] = lc
 	p.prepareLive(lc, true)
 }
+
+// prepareVMOrMonitor prepares a claim of one VM's GPU or one monitor
+// device (admin access). The scheduler's counters keep a VM's GPU apart
+// from every device of it that consumes counters, but a monitor device
+// consumes none: such a pair is refused at prepare (pkg/ledger), and the
+// claim then never runs; the kubelet unprepares it.
+func (p *prop) prepareVMOrMonitor(names []string) {
+	name := names[p.rng.IntN(len(names))]
+	d := p.n.devices[name]
+	admin := d.Kind == configapi.Monitor
+	if !admin && p.conflicts(d) {
+		return // the scheduler would not allocate it
+	}
+	p.next++
+	uid := types.UID(fmt.Sprintf("uid-%d", p.next))
+	c := claim(uid, result{request: "r0", device: name, admin: admin})
+	lc := &liveClaim{c: c, devices: []string{name}}
+	refused := p.vmConflict(d, admin)
+	p.live[uid] = lc
+	if !refused {
+		p.ops[string(d.Kind)]++
+		p.prepareLive(lc, true)
+		return
+	}
+	p.ops["refused "+string(d.Kind)]++
+	if _, err := p.n.state.Prepare(p.t.Context(), c); err == nil {
+		p.fail("claim %s of %s prepared beside the other of a VM's GPU and admin access", uid, name)
+	}
+	if err := p.n.state.Unprepare(p.t.Context(), ref(c)); err != nil {
+		p.fail("unprepare refused claim %s: %v", uid, err)
+	}
+	delete(p.live, uid)
+}
+
+// vmConflict: a VM's GPU and admin access to it exclude each other at
+// prepare, which the scheduler does not see.
+func (p *prop) vmConflict(d *AllocatableDevice, admin bool) bool {
+	for _, lc := range p.live {
+		for i, name := range lc.devices {
+			r := lc.c.Status.Allocation.Devices.Results[i]
+			have := p.n.devices[name]
+			if have == nil || have.GPU.UUID != d.GPU.UUID {
+				if have == nil && minorOf(name) == d.GPU.Minor && (admin && isVMName(name) || d.Kind == configapi.VFIO && r.AdminAccess != nil) {
+					return true
+				}
+				continue
+			}
+			if (admin && have.Kind == configapi.VFIO) || (d.Kind == configapi.VFIO && r.AdminAccess != nil) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isVMName(name string) bool { return len(name) > 5 && name[len(name)-5:] == "-vfio" }
 
 // prepareLive is the kubelet's prepare of a live claim: killed, it is
 // retried after the plugin restarts, and then it must succeed.
@@ -348,7 +440,7 @@ func (p *prop) mayFail(lc *liveClaim) bool {
 		return true
 	}
 	for _, name := range lc.devices {
-		if p.lost[minorOf(name)] {
+		if p.lost[minorOf(name)] || (isVMName(name) && p.ptOff[minorOf(name)]) {
 			return true
 		}
 	}
@@ -397,6 +489,10 @@ func (p *prop) reboot() {
 	if err := p.n.sim.Reboot(); err != nil {
 		p.t.Fatal(err)
 	}
+	if p.rng.IntN(2) == 0 {
+		p.ops["renumbered"]++
+		p.renumberBuses()
+	}
 	entries, _ := os.ReadDir(filepath.Join(p.n.dir, "cdi"))
 	for _, e := range entries {
 		_ = os.RemoveAll(filepath.Join(p.n.dir, "cdi", e.Name()))
@@ -413,6 +509,40 @@ func (p *prop) toggleLost() {
 	m := p.rng.IntN(len(p.gpus))
 	p.lost[m] = !p.lost[m]
 	p.restart()
+}
+
+func (p *prop) togglePassthrough() {
+	m := p.rng.IntN(len(p.gpus))
+	p.ptOff[m] = !p.ptOff[m]
+	p.restart()
+}
+
+// renumberBuses makes every VM record name the PCI address of another GPU
+// than its own, as a reboot that renumbered the buses (a card added or
+// moved) leaves them: the records of the boot before name where the GPUs
+// were. Restore and unprepare must find each GPU by its UUID.
+func (p *prop) renumberBuses() {
+	for _, rec := range p.n.store.List() { // a newer driver's records are its own
+		changed := false
+		for i := range rec.Devices {
+			v := rec.Devices[i].Vfio
+			if v == nil {
+				continue
+			}
+			for _, g := range p.gpus {
+				if g.UUID != rec.Devices[i].UUID {
+					v.PCIBusID = g.PCIBusID
+					changed = true
+					break
+				}
+			}
+		}
+		if changed {
+			if err := p.n.store.Put(rec); err != nil {
+				p.t.Fatal(err)
+			}
+		}
+	}
 }
 
 func (p *prop) toggleMig() {
@@ -544,6 +674,40 @@ func (p *prop) check() {
 			p.fail("CDI spec of claim %s that is not live", s.UID)
 		}
 	}
+	p.checkBindings(records)
+}
+
+// checkBindings: a GPU is on vfio-pci only while a record holds it for a
+// VM, and a GPU that a live claim uses on the node (whole, MIG, shared)
+// is on nvidia.
+func (p *prop) checkBindings(records []checkpoint.PreparedClaim) {
+	forVM := map[string]types.UID{}
+	for _, rec := range records {
+		for _, d := range rec.Devices {
+			if d.Vfio != nil {
+				forVM[d.UUID] = rec.UID
+			}
+		}
+	}
+	for _, g := range p.gpus {
+		bound := p.n.sim.BoundDriver(g.PCIBusID)
+		if bound == vfio.DriverVFIO && forVM[g.UUID] == "" {
+			p.fail("GPU %d is bound to vfio-pci, and no record holds it for a VM", g.Minor)
+		}
+		if bound == vfio.DriverNvidia || forVM[g.UUID] == "" {
+			continue
+		}
+		for _, rec := range records {
+			if rec.UID == forVM[g.UUID] || !rec.Prepared() {
+				continue
+			}
+			for _, d := range rec.Devices {
+				if f := ledger.Of(d); f.GPU == g.UUID && !f.Admin {
+					p.fail("GPU %d, which claim %s uses on the node, is on %q for VM claim %s", g.Minor, rec.UID, bound, forVM[g.UUID])
+				}
+			}
+		}
+	}
 }
 
 func (p *prop) migPresent(d checkpoint.PreparedDevice) bool {
@@ -570,6 +734,7 @@ func (p *prop) finish() {
 	p.step = -1
 	clear(p.lost)
 	clear(p.migOff)
+	clear(p.ptOff)
 	p.upgrade()
 	p.restart()
 	for uid, lc := range p.live {
@@ -600,6 +765,9 @@ func (p *prop) finish() {
 		}
 		if current, _, ret := g.Device.GetMigMode(); ret != nvml.SUCCESS || current != nvml.DEVICE_MIG_DISABLE {
 			p.fail("GPU %d left in MIG mode %d (%v)", g.Minor, current, ret)
+		}
+		if bound := p.n.sim.BoundDriver(g.PCIBusID); bound != vfio.DriverNvidia {
+			p.fail("GPU %d left bound to %q", g.Minor, bound)
 		}
 	}
 }
