@@ -85,11 +85,11 @@ type prop struct {
 	migOff map[int]bool
 	// ptOff: passthrough turned off for the GPU (--passthrough-gpus).
 	ptOff map[int]bool
-	live   map[types.UID]*liveClaim
-	next   int
-	step   int
-	kills  int
-	ops    map[string]int
+	live  map[types.UID]*liveClaim
+	next  int
+	step  int
+	kills int
+	ops   map[string]int
 }
 
 func newProp(t *testing.T, seed uint64) *prop {
