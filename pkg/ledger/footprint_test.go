@@ -4,17 +4,19 @@
 package ledger
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 )
 
 func whole(gpu string) checkpoint.PreparedDevice {
-	return checkpoint.PreparedDevice{Device: "w-" + gpu, UUID: gpu}
+	return checkpoint.PreparedDevice{Pool: "n1", Device: "gpu-" + strings.ToLower(gpu[4:]), UUID: gpu}
 }
 
 func place(gpu string, start, size uint32) checkpoint.PreparedDevice {
-	return checkpoint.PreparedDevice{Device: "m-" + gpu, Mig: &checkpoint.MigRecord{ParentUUID: gpu, Start: start, Size: size, Dynamic: true, GIID: -1, CIID: -1}}
+	return checkpoint.PreparedDevice{Pool: "n1", Device: fmt.Sprintf("gpu-%s-mig-1g10gb-%d", strings.ToLower(gpu[4:]), start), Mig: &checkpoint.MigRecord{ParentUUID: gpu, Profile: "1g.10gb", Start: start, Size: size, Dynamic: true, GIID: -1, CIID: -1}}
 }
 
 func share(d checkpoint.PreparedDevice, id string) checkpoint.PreparedDevice {
@@ -29,6 +31,7 @@ func admin(d checkpoint.PreparedDevice) checkpoint.PreparedDevice {
 
 func vm(gpu string) checkpoint.PreparedDevice {
 	d := whole(gpu)
+	d.Device += "-vfio"
 	d.Vfio = &checkpoint.VfioRecord{PCIBusID: "0000:18:00.0", Driver: "vfio-pci"}
 	return d
 }
@@ -61,7 +64,7 @@ func TestConflicts(t *testing.T) {
 		{"a VM and admin access", vm("GPU-0"), admin(whole("GPU-0")), true},
 		{"a VM and a MIG device", place("GPU-0", 0, 1), vm("GPU-0"), true},
 		{"a VM and another GPU", vm("GPU-0"), whole("GPU-1"), false},
-		{"an unknown GPU conflicts with nothing", whole(""), whole(""), false},
+		{"an unknown GPU conflicts with nothing", checkpoint.PreparedDevice{Device: "a"}, checkpoint.PreparedDevice{Device: "b"}, false},
 	} {
 		if got := Of(tc.a).Conflicts(Of(tc.b)); got != tc.want {
 			t.Errorf("%s: Conflicts = %v, want %v", tc.name, got, tc.want)

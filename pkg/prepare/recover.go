@@ -109,7 +109,7 @@ func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 			continue
 		}
 		logger.Info("Rolling back interrupted prepare", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
-		if err := s.rollBackAtStart(rec); err != nil {
+		if _, err := s.reconcile(ctx, rec, released, atStart); err != nil {
 			// Still configured, and still held: others stay off it.
 			report.problem(logger, err, "Rolling back interrupted prepare", "claimUID", rec.UID)
 			continue
@@ -117,7 +117,7 @@ func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 		report.RolledBack++
 	}
 	for _, rec := range restoreOrder(records) {
-		reconfigured, err := s.restore(logger, rec)
+		reconfigured, err := s.reconcile(ctx, rec, held, atStart)
 		if err != nil {
 			report.problem(logger, err, "Restoring prepared claim", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
 			report.Unrestored++
@@ -217,7 +217,8 @@ func (s *State) unprepareIf(ctx context.Context, uid types.UID, check func(check
 	if !ok || !cur.Prepared() || !check(cur) {
 		return false, nil
 	}
-	return true, s.unprepare(ctx, cur)
+	_, err = s.reconcile(ctx, cur, released, serving)
+	return true, err
 }
 
 // destroyUnownedMig removes MIG devices on dynamically partitioned GPUs

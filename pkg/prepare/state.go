@@ -15,7 +15,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
-	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
@@ -89,8 +88,12 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	}
 	if rec, ok := s.Ledger.Get(claim.UID); ok {
 		if rec.Prepared() && s.allocatedAsRecorded(claim, rec) {
-			if err := s.retryRestore(ctx, rec); err != nil {
-				return nil, step.Wrap(step.Restore, err)
+			// Kept: restored where start could not (its placement may be
+			// free now), otherwise answered from the record as it is.
+			if rec.State == checkpoint.RestorePending || s.Ledger.UnrestoredErr(rec.UID) != nil {
+				if _, err := s.reconcile(ctx, rec, held, serving); err != nil {
+					return nil, step.Wrap(step.Restore, err)
+				}
 			}
 			// Written again (coalesced, in the background): a plugin killed
 			// right after the first prepare may never have written it.
@@ -99,7 +102,7 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 		}
 		// A previous attempt died half-way, or the record is of an earlier
 		// allocation of this claim: undo it before preparing afresh.
-		if err := s.unprepare(ctx, rec); err != nil {
+		if _, err := s.reconcile(ctx, rec, released, serving); err != nil {
 			return nil, step.Errorf(step.Rollback, "roll back earlier attempt: %w", err)
 		}
 	}
@@ -118,9 +121,8 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 
 	devices, err := s.prepareDevices(ctx, &rec, planned)
 	if err != nil {
-		// The device locks are held: undo directly. Going through
-		// unprepare would lock them a second time and hang.
-		if rbErr := s.undo(rec); rbErr != nil {
+		// The claim's intent is nothing again; the device locks are held.
+		if _, rbErr := s.reconcileLocked(ctx, rec, released, serving); rbErr != nil {
 			klog.FromContext(ctx).Error(rbErr, "Rolling back failed prepare", "claim", klog.KObj(claim))
 			// Keep what was created on record, so that the kubelet's
 			// retry (or the next start) rolls it back.
@@ -191,7 +193,8 @@ func (s *State) Unprepare(ctx context.Context, claim kubeletplugin.NamespacedObj
 		// Nothing recorded; still make sure no spec lingers.
 		return s.CDI.Remove(claim.UID)
 	}
-	return s.unprepare(ctx, rec)
+	_, err = s.reconcile(ctx, rec, released, serving)
+	return err
 }
 
 // enter joins the node-wide fence for one call; see checkpoint.Fence.
@@ -200,74 +203,6 @@ func (s *State) enter() (func(), error) {
 		return func() {}, nil
 	}
 	return s.Fence.Enter()
-}
-
-// unprepare locks the devices of a (possibly partial) prepare and undoes
-// it. The caller holds the claim lock and no device lock.
-func (s *State) unprepare(_ context.Context, rec checkpoint.PreparedClaim) error {
-	defer s.lockRecordDevices(rec)()
-	return s.undo(rec)
-}
-
-// rollBackAtStart undoes an interrupted prepare before the kubelet is
-// served. It never waits for the API server: an MPS daemon (a pod) is not
-// stopped here but left unowned, and RemoveStale stops it in the
-// background.
-func (s *State) rollBackAtStart(rec checkpoint.PreparedClaim) error {
-	defer s.lockRecordDevices(rec)()
-	return s.undoAs(rec, true)
-}
-
-// lockRecordDevices locks the GPUs a record's devices occupy (by UUID,
-// published or not), and returns the unlock.
-func (s *State) lockRecordDevices(rec checkpoint.PreparedClaim) func() {
-	keys := make([]string, 0, len(rec.Devices))
-	for _, f := range ledger.Footprints(rec) {
-		if f.GPU != "" {
-			keys = append(keys, f.GPU)
-		}
-	}
-	return s.deviceLocks.Lock(keys...)
-}
-
-// undo reverses every step of a (possibly partial) prepare. The caller
-// holds the claim lock and the locks of the claim's devices.
-func (s *State) undo(rec checkpoint.PreparedClaim) error { return s.undoAs(rec, false) }
-
-func (s *State) undoAs(rec checkpoint.PreparedClaim, atStart bool) error {
-	if err := s.markUnbinding(&rec); err != nil {
-		return err
-	}
-	if err := s.CDI.Remove(rec.UID); err != nil {
-		return err
-	}
-	env := s.env(s.addressTrusted(rec))
-	for _, d := range rec.Devices {
-		if atStart && d.Sharing != nil && d.Sharing.Strategy == configapi.MpsStrategy {
-			continue // stopped as unowned, in the background
-		}
-		if err := s.releaseSharing(rec.UID, d.Sharing); err != nil {
-			return fmt.Errorf("device %s: %w", d.Device, err)
-		}
-		// Released by the kind the record says, from the record: a device
-		// no longer published (its GPU fell off the bus, or a chart value
-		// changed) is released as far as its kind can without it.
-		if err := devkind.OfRecord(d).Release(env, d, s.Devices[d.Device]); err != nil {
-			return fmt.Errorf("device %s: %w", d.Device, err)
-		}
-	}
-	return s.Ledger.Release(rec.UID)
-}
-
-// retryRestore tries again to restore a claim that start-up could not
-// restore (its placement may be free now); the caller holds the claim lock.
-func (s *State) retryRestore(ctx context.Context, rec checkpoint.PreparedClaim) error {
-	if rec.State != checkpoint.RestorePending && s.Ledger.UnrestoredErr(rec.UID) == nil {
-		return nil
-	}
-	defer s.lockRecordDevices(rec)()
-	_, err := s.restore(klog.FromContext(ctx), rec)
-	return err
 }
 
 func kubeletDevices(devs []checkpoint.PreparedDevice) []kubeletplugin.Device {
