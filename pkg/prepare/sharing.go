@@ -311,24 +311,32 @@ func (s *State) superviseOnce(ctx context.Context) {
 			if d.Sharing == nil || d.Sharing.Strategy != configapi.MpsStrategy || seen[d.Sharing.Target] {
 				continue
 			}
-			dev, ok := s.Devices[d.Device]
-			if !ok {
-				continue
-			}
-			// The lock prepare and unprepare hold; the claim may have
-			// been unprepared since the list was taken, or unprepared and
-			// prepared again with another allocation (same UID): only the
-			// same allocation's daemon is started again.
-			unlock := s.deviceLocks.Lock(dev.LockKey())
-			if cur, still := s.Ledger.Get(rec.UID); still && cur.State == checkpoint.PrepareCompleted && sameAllocation(cur.Devices, rec.Devices) && sameSharing(cur.Devices, d) {
+			if s.superviseDevice(ctx, rec, d) {
 				seen[d.Sharing.Target] = true
-				if _, err := s.applySharing(rec.Namespace, d.Sharing); err != nil {
-					klog.FromContext(ctx).Error(err, "Restarting MPS daemon", "device", d.Device)
-				}
 			}
-			unlock()
 		}
 	}
+}
+
+// superviseDevice ensures the MPS daemon of one device of a listed claim,
+// under the lock prepare and unprepare hold, and reports whether it
+// looked. The claim may have been unprepared since the list was taken, or
+// unprepared and prepared again with another allocation (same UID): only
+// the same allocation's daemon is started again.
+func (s *State) superviseDevice(ctx context.Context, listed checkpoint.PreparedClaim, d checkpoint.PreparedDevice) bool {
+	dev, ok := s.Devices[d.Device]
+	if !ok {
+		return false
+	}
+	defer s.deviceLocks.Lock(dev.LockKey())()
+	cur, still := s.Ledger.Get(listed.UID)
+	if !still || cur.State != checkpoint.PrepareCompleted || !sameAllocation(cur.Devices, listed.Devices) || !sameSharing(cur.Devices, d) {
+		return false
+	}
+	if _, err := s.applySharing(listed.Namespace, d.Sharing); err != nil {
+		klog.FromContext(ctx).Error(err, "Restarting MPS daemon", "device", d.Device)
+	}
+	return true
 }
 
 // sameSharing reports whether the current record still applies d's
