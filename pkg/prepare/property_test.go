@@ -24,6 +24,7 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/vfio"
 )
 
@@ -85,16 +86,21 @@ type prop struct {
 	migOff map[int]bool
 	// ptOff: passthrough turned off for the GPU (--passthrough-gpus).
 	ptOff map[int]bool
-	live  map[types.UID]*liveClaim
-	next  int
-	step  int
-	kills int
-	ops   map[string]int
+	// noMonitors: monitor devices turned off; fewProfiles: --mig-profiles
+	// lists only some profiles. Held devices stay published either way.
+	noMonitors, fewProfiles bool
+	mps                     *propRunner
+	live                    map[types.UID]*liveClaim
+	next                    int
+	step                    int
+	kills                   int
+	ops                     map[string]int
 }
 
 func newProp(t *testing.T, seed uint64) *prop {
 	n := newNode(t, "h100x2", true)
 	p := &prop{t: t, n: n, rng: rand.New(rand.NewPCG(seed, 28)), k: &killer{}, lost: map[int]bool{}, migOff: map[int]bool{}, ptOff: map[int]bool{}, live: map[types.UID]*liveClaim{}, ops: map[string]int{}}
+	p.mps = &propRunner{k: p.k, running: map[string]bool{}}
 	host := n.sim.VFIO()
 	write := host.Write
 	host.Write = func(path, value string) error {
@@ -132,14 +138,16 @@ func (p *prop) publish() map[string]*AllocatableDevice {
 		}
 		name := gpuName(g.Minor)
 		out[name] = &AllocatableDevice{Name: name, Kind: configapi.WholeGPU, GPU: g, Partitionable: !p.migOff[g.Minor]}
-		out[monitorName(g.Minor)] = &AllocatableDevice{Name: monitorName(g.Minor), Kind: configapi.Monitor, GPU: g}
+		if !p.noMonitors || held[monitorName(g.Minor)] {
+			out[monitorName(g.Minor)] = &AllocatableDevice{Name: monitorName(g.Minor), Kind: configapi.Monitor, GPU: g}
+		}
 		if !p.ptOff[g.Minor] {
 			out[vfioName(g.Minor)] = &AllocatableDevice{Name: vfioName(g.Minor), Kind: configapi.VFIO, GPU: g, Partitionable: !p.migOff[g.Minor]}
 		}
 		for _, prof := range g.MigProfiles {
 			for _, pl := range prof.Placements {
 				name := migName(g.Minor, prof.Name, pl.Start)
-				if !p.migOff[g.Minor] || held[name] {
+				if (!p.migOff[g.Minor] && (!p.fewProfiles || fewProfiles[prof.Name])) || held[name] {
 					out[name] = &AllocatableDevice{Name: name, Kind: configapi.DynamicMIG, GPU: g, Placement: mig.Placement{Profile: prof, Start: pl.Start, Size: pl.Size}}
 				}
 			}
@@ -160,8 +168,16 @@ func (p *prop) restart() {
 		}
 		p.n.cdi, p.n.state.CDI = w, w
 		p.n.state.Sharing.TimeSlicer = killSlicer{p.n.sim, p.k}
+		p.n.state.Sharing.Allowed[configapi.MpsStrategy] = true
+		p.n.state.Sharing.MPS = &sharing.MPS{Root: filepath.Join(p.n.dir, "mps"), Runner: p.mps, ReadyTimeout: 2e9}
 		p.maybeArm()
 		if !p.k.run(func() { p.n.state.RecoverLocal(p.t.Context()) }) {
+			// Then, in the background: stale claims and unowned MPS
+			// daemons (RemoveStale), and the claims' daemons started
+			// again (the supervisor).
+			if _, err := p.n.state.RemoveStale(p.t.Context(), p.getter()); err != nil {
+				p.fail("remove stale: %v", err)
+			}
 			return
 		}
 		p.kills++
@@ -188,7 +204,8 @@ func (p *prop) randomStep() {
 		{"prepare", 30, p.prepareNew}, {"reprepare", 8, p.reprepare}, {"unprepare", 20, p.unprepareOne},
 		{"restart", 8, p.restart}, {"reboot", 5, p.reboot}, {"lose-gpu", 3, p.toggleLost},
 		{"mig-off-on", 4, p.toggleMig}, {"downgrade", 3, p.downgrade}, {"upgrade", 3, p.upgrade},
-		{"passthrough-off-on", 3, p.togglePassthrough},
+		{"passthrough-off-on", 3, p.togglePassthrough}, {"monitors-off-on", 2, p.toggleMonitors},
+		{"mig-profiles", 2, p.toggleProfiles},
 	}
 	total := 0
 	for _, o := range ops {
@@ -292,6 +309,10 @@ func (p *prop) prepareNew() {
 	slices.Sort(migs)
 	slices.Sort(vms)
 	slices.Sort(monitors)
+	if p.rng.IntN(4) == 0 {
+		p.prepareShared(whole, migs)
+		return
+	}
 	if p.rng.IntN(4) == 0 && len(vms)+len(monitors) > 0 {
 		p.prepareVMOrMonitor(append(vms, monitors...))
 		return
@@ -433,6 +454,7 @@ func (p *prop) reboot() {
 	if err := p.n.sim.Reboot(); err != nil {
 		p.t.Fatal(err)
 	}
+	p.mps.reboot()
 	if p.rng.IntN(2) == 0 {
 		p.ops["renumbered"]++
 		p.renumberBuses()
@@ -585,6 +607,7 @@ func (p *prop) check() {
 		}
 	}
 	p.checkBindings(records)
+	p.checkDaemons(records, unrestored)
 }
 
 func (p *prop) migPresent(d checkpoint.PreparedDevice) bool {
@@ -612,6 +635,7 @@ func (p *prop) finish() {
 	clear(p.lost)
 	clear(p.migOff)
 	clear(p.ptOff)
+	p.noMonitors, p.fewProfiles = false, false
 	p.upgrade()
 	p.restart()
 	for uid, lc := range p.live {
@@ -642,6 +666,9 @@ func (p *prop) finish() {
 		}
 		if current, _, ret := g.Device.GetMigMode(); ret != nvml.SUCCESS || current != nvml.DEVICE_MIG_DISABLE {
 			p.fail("GPU %d left in MIG mode %d (%v)", g.Minor, current, ret)
+		}
+		if p.mps.count() != 0 {
+			p.fail("MPS daemons left: %v", p.mps.names())
 		}
 		if bound := p.n.sim.BoundDriver(g.PCIBusID); bound != vfio.DriverNvidia {
 			p.fail("GPU %d left bound to %q", g.Minor, bound)
