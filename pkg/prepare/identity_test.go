@@ -205,3 +205,33 @@ func TestPassthroughUnprepareOfVanishedGPU(t *testing.T) {
 	n.unprepare(claim("vm2", dev(vfioName(0))))
 	n.assertGone("vm2")
 }
+
+// GPUs are named by minor. After a reboot (or a driver reload) that
+// renumbered them, a claim's device name means another GPU: the claim is
+// not restored onto that GPU (its CDI spec would hand the pod someone
+// else's GPU), keeps its own GPU held by UUID, and a new claim of the name
+// that now means its GPU is refused.
+func TestRenumberedMinorsKeepEachClaimOnItsGPU(t *testing.T) {
+	n := newNode(t, "h100x2", false)
+	a := claim("a", dev(gpuName(0)))
+	n.prepare(a)
+	if err := n.sim.Reboot(); err != nil {
+		t.Fatal(err)
+	}
+	g0, g1 := n.inv.GPUs[0], n.inv.GPUs[1]
+	n.devices[gpuName(0)].GPU, n.devices[gpuName(1)].GPU = g1, g0 // minors swapped
+	n.restart()
+	report := n.state.RecoverLocal(context.Background())
+	if report.Unrestored != 1 {
+		t.Fatalf("claim a restored onto the GPU that now has its name: %+v", report)
+	}
+	if spec, err := os.ReadFile(n.cdi.SpecPath("a")); err == nil && strings.Contains(string(spec), g1.UUID) {
+		t.Fatalf("claim a's CDI spec names GPU %s, not its own:\n%s", g1.UUID, spec)
+	}
+	if _, err := n.tryPrepare(claim("b", dev(gpuName(1)))); err == nil || !strings.Contains(err.Error(), "claim a") {
+		t.Fatalf("a new claim got GPU %s, which claim a holds: %v", g0.UUID, err)
+	}
+	n.unprepare(a)
+	n.assertGone("a")
+	n.prepare(claim("b", dev(gpuName(1))))
+}
