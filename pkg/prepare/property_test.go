@@ -29,11 +29,12 @@ import (
 )
 
 // TestOwnershipProperty (issues 28 and 38): random sequences of prepare
-// (whole GPUs, time-sliced, admin access, monitor devices, dynamic MIG
-// devices, GPUs passed through to VMs), unprepare, plugin restart, reboot
-// (in which the buses may be renumbered, so that a VM's recorded PCI
-// address names another GPU), a GPU lost and back, chart values changed
-// (dynamic MIG off and on for a GPU, passthrough off and on for a GPU),
+// (whole GPUs, time-sliced, under MPS, memory fractions, admin access,
+// monitor devices, dynamic and static MIG devices, GPUs passed through to
+// VMs), unprepare, plugin restart, reboot (in which the buses may be
+// renumbered, so that a VM's recorded PCI address names another GPU), a
+// GPU lost and back, an admin partitioning an idle GPU, chart values
+// changed (dynamic MIG, passthrough, monitor devices, --mig-profiles),
 // downgrade and upgrade, with kills (property_kill_test.go) at random
 // points of prepares, unprepares, sysfs writes and start-up. After every
 // step: no hardware is held by two claims, no MIG device, binding or CDI
@@ -89,6 +90,8 @@ type prop struct {
 	// noMonitors: monitor devices turned off; fewProfiles: --mig-profiles
 	// lists only some profiles. Held devices stay published either way.
 	noMonitors, fewProfiles bool
+	// static: an admin partitioned the GPU (static MIG devices).
+	static map[int]bool
 	mps                     *propRunner
 	live                    map[types.UID]*liveClaim
 	next                    int
@@ -101,6 +104,7 @@ func newProp(t *testing.T, seed uint64) *prop {
 	n := newNode(t, "h100x2", true)
 	p := &prop{t: t, n: n, rng: rand.New(rand.NewPCG(seed, 28)), k: &killer{}, lost: map[int]bool{}, migOff: map[int]bool{}, ptOff: map[int]bool{}, live: map[types.UID]*liveClaim{}, ops: map[string]int{}}
 	p.mps = &propRunner{k: p.k, running: map[string]bool{}}
+	p.static = map[int]bool{}
 	host := n.sim.VFIO()
 	write := host.Write
 	host.Write = func(path, value string) error {
@@ -134,6 +138,10 @@ func (p *prop) publish() map[string]*AllocatableDevice {
 	out := map[string]*AllocatableDevice{}
 	for _, g := range p.gpus {
 		if p.lost[g.Minor] {
+			continue
+		}
+		if p.static[g.Minor] {
+			p.publishStatic(out, g, held)
 			continue
 		}
 		name := gpuName(g.Minor)
@@ -205,7 +213,7 @@ func (p *prop) randomStep() {
 		{"restart", 8, p.restart}, {"reboot", 5, p.reboot}, {"lose-gpu", 3, p.toggleLost},
 		{"mig-off-on", 4, p.toggleMig}, {"downgrade", 3, p.downgrade}, {"upgrade", 3, p.upgrade},
 		{"passthrough-off-on", 3, p.togglePassthrough}, {"monitors-off-on", 2, p.toggleMonitors},
-		{"mig-profiles", 2, p.toggleProfiles},
+		{"mig-profiles", 2, p.toggleProfiles}, {"static-mig", 3, p.toggleStatic},
 	}
 	total := 0
 	for _, o := range ops {
@@ -353,6 +361,11 @@ func (p *prop) prepareNew() {
 		results = append(results, result{request: req, device: name, admin: admin})
 		chosen = append(chosen, d)
 	}
+	for _, d := range chosen {
+		if d.Kind == configapi.MIG {
+			p.ops["static-claim"]++
+		}
+	}
 	c := claim(uid, results...)
 	for _, r := range results {
 		if d := p.n.devices[r.device]; timeSliced && d.Kind == configapi.WholeGPU && !r.admin {
@@ -455,6 +468,7 @@ func (p *prop) reboot() {
 		p.t.Fatal(err)
 	}
 	p.mps.reboot()
+	p.staticLayoutsAtBoot()
 	if p.rng.IntN(2) == 0 {
 		p.ops["renumbered"]++
 		p.renumberBuses()
@@ -644,6 +658,7 @@ func (p *prop) finish() {
 		}
 		delete(p.live, uid)
 	}
+	p.removeStaticLayouts()
 	// Nothing may be left for the next start to clean up.
 	for _, g := range p.n.inv.GPUs {
 		if got := p.n.sim.MigInstanceCount(g.UUID); got != 0 {
