@@ -92,12 +92,12 @@ type prop struct {
 	noMonitors, fewProfiles bool
 	// static: an admin partitioned the GPU (static MIG devices).
 	static map[int]bool
-	mps                     *propRunner
-	live                    map[types.UID]*liveClaim
-	next                    int
-	step                    int
-	kills                   int
-	ops                     map[string]int
+	mps    *propRunner
+	live   map[types.UID]*liveClaim
+	next   int
+	step   int
+	kills  int
+	ops    map[string]int
 }
 
 func newProp(t *testing.T, seed uint64) *prop {
