@@ -162,6 +162,39 @@ var (
 			{"7g.141gb", p7, 0, 1, 143360, 132, 7, 0, 8, 7, 1, 7, 8, []uint32{0}},
 		},
 	}
+	// GH200 (the Grace Hopper superchip's GPU, 96GB HBM3; nvidia-smi names
+	// it "NVIDIA GH200 480GB" after the module's LPDDR5X): the GH100 die of
+	// the H100, 132 SMs (16896 cores), compute capability 9.0, run by an
+	// arm64 Grace CPU. Sources:
+	//   - names and instance counts: NVIDIA's MIG tooling,
+	//     https://github.com/NVIDIA/mig-parted/blob/main/deployments/systemd/config-default.yaml
+	//     ("# H100-96GB, PG506-96GB, GH200": 1g.12gb x7, 1g.12gb+me x1,
+	//     2g.24gb x3, 3g.48gb x2, 4g.48gb x1, 7g.96gb x1; GH200's PCI device
+	//     ID 0x234210DE in its all-balanced filter), and the H100 table of
+	//     https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html
+	//     (the same seven rows as an 80GB H100, names following the memory).
+	//   - 1g.24gb: the H100 table's 1g.20gb row on 96 GB [derived]; a GH200
+	//     site publishes it with 26 SMs next to 2g.24gb's 32
+	//     (https://www.cc.u-tokyo.ac.jp/en/supercomputer/miyabi/service/mig.php).
+	//   - IDs, SMs, engines and placements: the H100 rows [derived] (same
+	//     die); memory: the H100 rows scaled by 96/80, rounded down to
+	//     128 MiB [derived], which go-nvlib names as NVIDIA does.
+	// The 144GB HBM3e GH200 (0x234810DE: 1g.18gb, 1g.36gb, 2g.36gb ...) is
+	// not modelled.
+	gh200 = model{
+		config: gpus.Config{Name: "NVIDIA GH200 480GB", Architecture: nvml.DEVICE_ARCH_HOPPER, Brand: nvml.BRAND_NVIDIA,
+			MemoryMB: 98304, CudaMajor: 9, CudaMinor: 0, PciDeviceId: 0x234210DE},
+		cores: 16896, sms: 132, memSlices: 8,
+		profiles: []giRow{
+			{"1g.12gb", p1, 19, 7, 11904, 16, 1, 0, 1, 1, 0, 1, 1, seq(7)},
+			{"1g.12gb+me", p1me, 20, 1, 11904, 16, 1, 0, 1, 1, 1, 1, 1, seq(7)},
+			{"1g.24gb", p1mem, 15, 4, 24064, 26, 1, 0, 1, 1, 0, 1, 2, []uint32{0, 2, 4, 6}},
+			{"2g.24gb", p2, 14, 3, 24064, 32, 2, 0, 2, 2, 0, 2, 2, []uint32{0, 2, 4}},
+			{"3g.48gb", p3, 9, 2, 48512, 60, 3, 0, 3, 3, 0, 3, 4, []uint32{0, 4}},
+			{"4g.48gb", p4, 5, 1, 48512, 64, 4, 0, 4, 4, 0, 4, 4, []uint32{0}},
+			{"7g.96gb", p7, 0, 1, 97280, 132, 7, 0, 8, 7, 1, 7, 8, []uint32{0}},
+		},
+	}
 	// B200: 148 SMs (18944 cores). Names, instance counts, NVDEC/JPEG/OFA
 	// and copy engines [guide]; 1g.23gb memory (20992 MiB) and 18 SMs
 	// [lgip]; IDs, the other rows' memory and SMs [derived].

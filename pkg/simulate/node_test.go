@@ -28,7 +28,7 @@ func TestParseProfile(t *testing.T) {
 	for in, want := range map[string]string{
 		"h100":       "want <model>x<count>",
 		"x8":         "want <model>x<count>",
-		"v100x2":     `unknown model "v100"; models: a100-40gb, a100-80gb, a30, b200, h100, h200`,
+		"v100x2":     `unknown model "v100"; models: a100-40gb, a100-80gb, a30, b200, gh200, h100, h200`,
 		"h100x0":     `GPU count "0" must be a number from 1 to 64`,
 		"h100x65":    `GPU count "65"`,
 		"h100xeight": `GPU count "eight"`,

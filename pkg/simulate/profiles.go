@@ -34,6 +34,7 @@ var models = map[string]model{
 	"h100":      h100,
 	"h200":      h200,
 	"b200":      b200,
+	"gh200":     gh200,
 }
 
 // MaxGPUs bounds a profile's GPU count; real nodes carry at most 16.

@@ -75,7 +75,7 @@ func TestProfileIDsAsNVMLReports(t *testing.T) {
 		nvml.GPU_INSTANCE_PROFILE_2_SLICE: 14, nvml.GPU_INSTANCE_PROFILE_3_SLICE: 9, nvml.GPU_INSTANCE_PROFILE_4_SLICE: 5, nvml.GPU_INSTANCE_PROFILE_7_SLICE: 0,
 	}
 	for model, want := range map[string]map[int]uint32{
-		"a100-40gb": eight, "a100-80gb": eight, "h100": eight, "h200": eight, "b200": eight,
+		"a100-40gb": eight, "a100-80gb": eight, "h100": eight, "h200": eight, "b200": eight, "gh200": eight,
 		"a30": {
 			nvml.GPU_INSTANCE_PROFILE_1_SLICE: 14, nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1: 21, nvml.GPU_INSTANCE_PROFILE_2_SLICE: 5,
 			nvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1: 6, nvml.GPU_INSTANCE_PROFILE_4_SLICE: 0,
@@ -296,7 +296,7 @@ func TestNoPermission(t *testing.T) {
 // TestAttributesAndSMs: device attributes only on MIG device handles, the
 // CUDA core count (SMs x cores per SM) only outside MIG mode, as NVML does.
 func TestAttributesAndSMs(t *testing.T) {
-	for model, want := range map[string][2]int{"a100-40gb": {108, 64}, "a100-80gb": {108, 64}, "a30": {56, 64}, "h100": {132, 128}, "h200": {132, 128}, "b200": {148, 128}} {
+	for model, want := range map[string][2]int{"a100-40gb": {108, 64}, "a100-80gb": {108, 64}, "a30": {56, 64}, "h100": {132, 128}, "h200": {132, 128}, "b200": {148, 128}, "gh200": {132, 128}} {
 		sim, _ := newSim(t, model+"x1")
 		dev, uuid := gpu(t, sim, 0)
 		if _, ret := dev.GetAttributes(); ret != nvml.ERROR_NOT_SUPPORTED {
@@ -501,6 +501,7 @@ func TestEveryModelStarts(t *testing.T) {
 		"h100":      {"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"},
 		"h200":      {"1g.18gb", "1g.18gb+me", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"},
 		"b200":      {"1g.23gb", "1g.23gb+me", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"},
+		"gh200":     {"1g.12gb", "1g.12gb+me", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb"},
 	}
 	if got := simulate.ModelNames(); len(got) != len(names) {
 		t.Fatalf("models %v", got)
