@@ -15,18 +15,33 @@
 # registry reachable); a tag can be moved to other content, a digest cannot
 # (docs/security.md). The local cluster's image (hack/cluster/images.sh)
 # uses no base image.
-FROM golang:1.26-bookworm AS build
+#
+# Both platforms, from one machine of either (docs/install.md, "arm64"):
+#   docker buildx build --platform linux/amd64,linux/arm64 -t REGISTRY/gpu-dra-driver:TAG --push .
+# The build stage runs on the builder's own platform and cross-compiles
+# (cgo, for go-nvml) with Debian's cross gcc for the other one, as
+# hack/build-arch.sh does outside Docker; no emulation is needed. The final
+# stage is distroless's image for the target platform.
+FROM --platform=$BUILDPLATFORM golang:1.26-bookworm AS build
+ARG TARGETARCH
+ARG BUILDARCH
+RUN if [ "$TARGETARCH" != "$BUILDARCH" ]; then \
+      case "$TARGETARCH" in \
+        arm64) pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross" ;; \
+        amd64) pkgs="gcc-x86-64-linux-gnu libc6-dev-amd64-cross" ;; \
+        *) echo "no cross compiler for $TARGETARCH" >&2; exit 1 ;; \
+      esac; \
+      apt-get update && apt-get install -y --no-install-recommends $pkgs && rm -rf /var/lib/apt/lists/*; \
+    fi
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ENV CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations"
-RUN CGO_ENABLED=1 go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o /out/gpu-kubelet-plugin ./cmd/gpu-kubelet-plugin && \
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/nvidia-smi-sim ./cmd/nvidia-smi-sim && \
-    CGO_ENABLED=1 go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o /out/gpu-dra-webhook ./cmd/gpu-dra-webhook && \
-    CGO_ENABLED=1 go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o /out/gpudra ./cmd/gpudra && \
-    CGO_ENABLED=1 GOBIN=/out go install -trimpath -ldflags "-s -w" \
-      "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook@$(go list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)"
+# The plugin, the webhook, the operator CLI (gpudra, kubectl-gpu), the static
+# nvidia-smi stand-in and nvidia-cdi-hook (go.mod's nvidia-container-toolkit
+# version), all -trimpath -ldflags "-s -w".
+RUN BIN_DIR=/tmp/bin hack/build-arch.sh "$TARGETARCH" && mkdir -p /out && cp -a "/tmp/bin/linux-$TARGETARCH/." /out/
 # The hook's SHA-256, which the plugin checks it against before it installs
 # it on the host and after (pkg/cdi InstallHook).
 RUN cd /out && sha256sum nvidia-cdi-hook > nvidia-cdi-hook.sha256
