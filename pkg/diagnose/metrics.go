@@ -4,8 +4,11 @@
 package diagnose
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -13,7 +16,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics/metricname"
 )
@@ -112,12 +114,12 @@ func registered(kubeletMetrics, driver string, podUIDs []types.UID) string {
 		if state != "actual_state_of_world" || sampleValue(m) <= 0 {
 			continue
 		}
-		dir, base := path.Split(socket)
+		_, base := path.Split(socket)
 		if base == driver+"-reg.sock" {
 			return "yes"
 		}
 		for _, uid := range podUIDs {
-			if base == kubeletplugin.RollingUpdateRegistrarSocketFile(path.Clean(dir), driver, uid) {
+			if slices.Contains(rollingUpdateRegistrarSockets(driver, uid), base) {
 				return "yes"
 			}
 		}
@@ -152,4 +154,22 @@ func sampleValue(m *dto.Metric) float64 {
 		return m.GetCounter().GetValue()
 	}
 	return m.GetUntyped().GetValue()
+}
+
+// rollingUpdateRegistrarSockets are the registration socket names
+// k8s.io/dynamic-resource-allocation/kubeletplugin's
+// RollingUpdateRegistrarSocketFile may give a plugin pod during a rolling
+// update (it takes the first whose path fits a socket address). Named here,
+// not imported: that package is the kubelet plugin's gRPC side, which the
+// operator's binary (cmd/kubectl-gpu) must not link.
+// TestRollingUpdateRegistrarSockets keeps them equal to the library's.
+func rollingUpdateRegistrarSockets(driver string, podUID types.UID) []string {
+	uid := string(podUID)
+	uidHash := sha256.Sum256([]byte(uid))
+	driverUIDHash := sha256.Sum256([]byte(driver + "\x00" + uid))
+	return []string{
+		driver + "-" + uid + "-reg.sock",
+		driver + "-" + base64.RawURLEncoding.EncodeToString(uidHash[:8]) + "-reg.sock",
+		"dra-" + base64.RawURLEncoding.EncodeToString(driverUIDHash[:16]) + "-reg.sock",
+	}
 }
