@@ -19,11 +19,13 @@ help: ## Show targets
 # plugin installs it on the host and names it in CDI specs.
 NVIDIA_CDI_HOOK := github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook
 
-build: ## Build the plugin, the admission webhook, the gpudra CLI (and its kubectl plugin name kubectl-gpu), the static nvidia-smi stand-in and nvidia-cdi-hook into bin/
+build: ## Build the plugin, the admission webhook, the kubectl plugin kubectl-gpu, the gpudra development CLI, the static nvidia-smi stand-in and nvidia-cdi-hook into bin/
 	$(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/gpu-kubelet-plugin ./cmd/gpu-kubelet-plugin
 	$(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/gpudra ./cmd/gpudra
-	# The kubectl plugin `kubectl gpu` is gpudra under the name kubectl-gpu.
-	ln -sf gpudra $(BIN_DIR)/kubectl-gpu
+	# The kubectl plugin `kubectl gpu` for operators (usage, capacity, diagnose),
+	# without the node side (cmd/kubectl-gpu/deps_test.go); rm: once a link to gpudra.
+	rm -f $(BIN_DIR)/kubectl-gpu
+	$(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/kubectl-gpu ./cmd/kubectl-gpu
 	$(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/gpu-dra-webhook ./cmd/gpu-dra-webhook
 	CGO_ENABLED=0 $(GO) build -tags $(GO_TAGS) -o $(BIN_DIR)/nvidia-smi-sim ./cmd/nvidia-smi-sim
 	GOBIN=$(abspath $(BIN_DIR)) $(GO) install -trimpath -ldflags "-s -w" $(NVIDIA_CDI_HOOK)@$$($(GO) list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)

@@ -1,7 +1,7 @@
 // Copyright 2026 The gpu-dra-driver Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package main
+package opcmd
 
 import (
 	"bytes"
@@ -34,12 +34,12 @@ claims:
 func runDiagnose(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	var out bytes.Buffer
-	cmd := newDiagnoseCommand()
+	cmd := NewDiagnoseCommand("kubectl gpu")
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
 	cmd.SetArgs(args)
 	err := cmd.Execute()
-	var code exitCode
+	var code ExitCode
 	switch {
 	case err == nil:
 		return out.String(), 0
@@ -70,13 +70,25 @@ func TestDiagnoseExitCodesAndFormats(t *testing.T) {
 	if out, code = runDiagnose(t, "pod", "ml/cuda", "--from", filepath.Join(t.TempDir(), "none.yaml")); code != 2 {
 		t.Errorf("unreadable state: exit %d, want 2\n%s", code, out)
 	}
-	if _, err := parseTarget("pod", "a/b/c"); err == nil {
-		t.Error("pod a/b/c accepted")
-	}
-	if _, err := parseTarget("node", "ns/n1"); err == nil {
-		t.Error("node ns/n1 accepted")
-	}
-	if tg, err := parseTarget("claim", "c1"); err != nil || tg.Namespace != "default" {
-		t.Errorf("claim without namespace: %+v %v", tg, err)
+	for _, tc := range []struct {
+		kind, arg, namespace string
+		want                 string // NAMESPACE/NAME, "" for an error
+	}{
+		{"pod", "a/b/c", "", ""},
+		{"pod", "/b", "", ""},
+		{"node", "ns/n1", "", ""},
+		{"claim", "c1", "", "default/c1"},
+		{"claim", "c1", "ml", "ml/c1"},
+		{"pod", "ml/p", "ml", "ml/p"},
+		{"pod", "ml/p", "other", ""},
+		{"node", "n1", "ml", "/n1"},
+	} {
+		o := &diagnoseOptions{cluster: newCluster()}
+		o.cluster.from = from // no kubeconfig: NAME alone is in -n, else default
+		o.cluster.overrides.Context.Namespace = tc.namespace
+		tg, err := o.target(tc.kind, tc.arg)
+		if got := tg.Namespace + "/" + tg.Name; tc.want == "" && err == nil || tc.want != "" && (err != nil || got != tc.want) {
+			t.Errorf("%s %s -n %q: %s, %v; want %q", tc.kind, tc.arg, tc.namespace, got, err, tc.want)
+		}
 	}
 }
