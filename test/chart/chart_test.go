@@ -218,14 +218,18 @@ func TestChartRunsOnGPUNodesOnly(t *testing.T) {
 	}
 }
 
-// Defect 9: the driver root is mounted with HostToContainer propagation and
-// the plugin container asks the NVIDIA runtime for no GPUs of its own.
+// Defect 9: the driver root is mounted read-only at /driver-root and the
+// plugin container asks the NVIDIA runtime for no GPUs of its own. The
+// default driverRoot / is mounted path by path (driverroot_test.go).
 func TestChartDriverRootAndRuntimeSettings(t *testing.T) {
 	ds := render(t)
 	c := plugin(t, ds)
-	m := mount(c, "driver-root")
-	if m == nil || m.MountPath != "/driver-root" || !m.ReadOnly || m.MountPropagation == nil || *m.MountPropagation != corev1.MountPropagationHostToContainer {
-		t.Errorf("driver-root mount %+v, want read-only at /driver-root with HostToContainer", m)
+	m := mount(c, "driver-root-usr")
+	if m == nil || m.MountPath != "/driver-root/usr" || !m.ReadOnly || hostPath(ds, "driver-root-usr") != "/usr" {
+		t.Errorf("driver-root-usr mount %+v, want the host's /usr read-only at /driver-root/usr", m)
+	}
+	if m := mount(c, "driver-root"); m != nil {
+		t.Errorf("the host's root is mounted whole: %+v", m)
 	}
 	if v, ok := env(c, "NVIDIA_VISIBLE_DEVICES"); !ok || v != "void" {
 		t.Errorf("NVIDIA_VISIBLE_DEVICES = %q (set %v), want void", v, ok)
@@ -233,8 +237,8 @@ func TestChartDriverRootAndRuntimeSettings(t *testing.T) {
 	if v, _ := flag(c, "--driver-root"); v != "/driver-root" {
 		t.Errorf("--driver-root = %q", v)
 	}
-	if v, _ := flag(c, "--host-driver-root"); v != "/" || hostPath(ds, "driver-root") != "/" {
-		t.Errorf("--host-driver-root = %q, volume %q; want /", v, hostPath(ds, "driver-root"))
+	if v, _ := flag(c, "--host-driver-root"); v != "/" {
+		t.Errorf("--host-driver-root = %q; want /", v)
 	}
 	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
 		t.Error("real GPUs need a privileged plugin container")
