@@ -4,7 +4,10 @@
 # qemu-user-static and checks that it publishes, byte for byte, the
 # ResourceSlices the amd64 plugin publishes for the same simulated node:
 # a Grace Hopper node (gh200x1: MIG mode off, on, and without dynamic MIG)
-# and an eight-H100 node (h100x8). Then, on NVIDIA's arm64 R535 libnvidia-ml
+# and an eight-H100 node (h100x8); runs the offline demo (claims prepared and
+# unprepared over the kubelet gRPC API) with the arm64 gpudra and the arm64
+# nvidia-cdi-hook's create-symlinks and chmod on a container root, each
+# compared with amd64. Then, on NVIDIA's arm64 R535 libnvidia-ml
 # and no kernel module, the arm64 plugin stays up, not ready, and logs the
 # same "Driver Not Loaded" wait as the amd64 plugin on the amd64 library.
 #
@@ -33,17 +36,24 @@ for c in aarch64-linux-gnu-gcc "$QEMU"; do command -v "$c" >/dev/null || missing
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-say "build the arm64 plugin (cgo, aarch64-linux-gnu-gcc) into $BIN_DIR/linux-arm64/"
-BIN_DIR=$BIN_DIR hack/build-arch.sh arm64 plugin >/dev/null
-arm=$BIN_DIR/linux-arm64/gpu-kubelet-plugin
+say "build the arm64 plugin, gpudra and nvidia-cdi-hook (cgo, aarch64-linux-gnu-gcc) into $BIN_DIR/linux-arm64/"
+BIN_DIR=$BIN_DIR hack/build-arch.sh arm64 plugin gpudra hook >/dev/null
+arm=$BIN_DIR/linux-arm64/gpu-kubelet-plugin arm_gpudra=$BIN_DIR/linux-arm64/gpudra arm_hook=$BIN_DIR/linux-arm64/nvidia-cdi-hook
 # ELF e_machine (bytes 18-19, little endian): 0xb7 is AArch64, 0x3e x86-64.
-[ "$(od -An -tx1 -j18 -N2 "$arm" | tr -d ' \n')" = b700 ] || fail "$arm is not an AArch64 ELF binary"
+machine() { od -An -tx1 -j18 -N2 "$1" | tr -d ' \n'; }
+for b in "$arm" "$arm_gpudra" "$arm_hook"; do [ "$(machine "$b")" = b700 ] || fail "$b is not an AArch64 ELF binary"; done
 
-say "build the amd64 plugin (as make build does; cached after it)"
+say "build the amd64 ones (as make build does; cached after it) and the nvidia-smi stand-in"
 export CGO_ENABLED=1 CGO_CFLAGS=${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}
-GOOS=linux GOARCH=amd64 $GO build -tags "${GO_TAGS:-grpcnotrace}" -o "$work/plugin-amd64" ./cmd/gpu-kubelet-plugin
-amd=$work/plugin-amd64
-[ "$(od -An -tx1 -j18 -N2 "$amd" | tr -d ' \n')" = 3e00 ] || fail "$amd is not an x86-64 ELF binary"
+export GOOS=linux GOARCH=amd64
+$GO build -tags "${GO_TAGS:-grpcnotrace}" -o "$work/plugin-amd64" ./cmd/gpu-kubelet-plugin
+$GO build -tags "${GO_TAGS:-grpcnotrace}" -o "$work/gpudra-amd64" ./cmd/gpudra
+GOBIN=$work $GO install -trimpath -ldflags "-s -w" \
+  "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook@$($GO list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)"
+CGO_ENABLED=0 $GO build -tags "${GO_TAGS:-grpcnotrace}" -o "$work/nvidia-smi-sim" ./cmd/nvidia-smi-sim
+unset GOOS GOARCH
+amd=$work/plugin-amd64 amd_gpudra=$work/gpudra-amd64 amd_hook=$work/nvidia-cdi-hook
+for b in "$amd" "$amd_gpudra" "$amd_hook"; do [ "$(machine "$b")" = 3e00 ] || fail "$b is not an x86-64 ELF binary"; done
 
 # print ARCH NAME ARGS...: the slices of one simulated node, stdout to
 # $work/NAME.ARCH.yaml, stderr to $work/NAME.ARCH.log.
@@ -88,6 +98,58 @@ cmp -s "$work/gh200x1.arm64.yaml" "$work/h100x8.amd64.yaml" && fail "cmp found g
 
 say "the arm64 plugin under qemu publishes the same slices as the amd64 plugin (${#cases[@]} nodes)"
 
+# The offline demo (make demo-offline): the plugin in process, claims
+# allocated by the scheduler's allocator and prepared and unprepared over the
+# kubelet gRPC API, MIG devices created and deleted, CDI specs written and
+# removed. Both gpudra builds run the amd64 nvidia-smi stand-in "in the
+# containers": qemu-user cannot exec an arm64 child without binfmt_misc.
+for p in gh200x1 h100x8; do
+  say "offline demo $p: amd64 and arm64 (qemu) gpudra demo"
+  "$amd_gpudra" demo --simulate "$p" --nvidia-smi-stub "$work/nvidia-smi-sim" >"$work/demo-$p.amd64" 2>&1 || { tail -n 20 "$work/demo-$p.amd64" >&2; fail "amd64 demo $p failed"; }
+  "$QEMU" -L "$SYSROOT" "$arm_gpudra" demo --simulate "$p" --nvidia-smi-stub "$work/nvidia-smi-sim" >"$work/demo-$p.arm64" 2>&1 || { tail -n 20 "$work/demo-$p.arm64" >&2; fail "arm64 demo $p failed"; }
+  for a in amd64 arm64; do
+    # Without klog lines and the time to publish.
+    grep -vE '^[IWE][0-9]{4} ' "$work/demo-$p.$a" | sed -E 's/published [0-9]+ms after/published after/' > "$work/demo-$p.$a.norm"
+    grep -q '^==> Left behind: 0 CDI specs, 0 checkpoint records, 0 MIG instances' "$work/demo-$p.$a.norm" || fail "$a demo $p left something behind"
+    grep -qE '^==> Unpreparing [1-9][0-9]* claims' "$work/demo-$p.$a.norm" || fail "$a demo $p prepared no claim"
+  done
+  if ! cmp -s "$work/demo-$p.amd64.norm" "$work/demo-$p.arm64.norm"; then
+    diff -u "$work/demo-$p.amd64.norm" "$work/demo-$p.arm64.norm" >&2 || true
+    fail "demo $p: the arm64 gpudra's story differs from the amd64 one's"
+  fi
+  echo "   identical: $(grep -E '^==> (Unpreparing|MIG instances)' "$work/demo-$p.arm64.norm" | tr '\n' ' ')"
+done
+
+# nvidia-cdi-hook, which the plugin installs on the host and names in CDI
+# specs: the arm64 build knows every subcommand the specs use and, run as an
+# OCI hook (container state on stdin, the bundle's config.json naming the
+# root), makes the same changes in a container root as the amd64 build.
+say "nvidia-cdi-hook: amd64 and arm64 (qemu): subcommands, create-symlinks and chmod in a container root"
+for sub in update-ldcache create-symlinks chmod enable-cuda-compat disable-device-node-modification; do
+  help=$("$QEMU" -L "$SYSROOT" "$arm_hook" "$sub" --help 2>&1) || fail "the arm64 nvidia-cdi-hook: $sub --help failed: $help"
+  grep -q "^ *NVIDIA CDI Hook $sub - " <<<"$help" || fail "the arm64 nvidia-cdi-hook does not know $sub: $help"
+done
+hook_run() { # ARCH: the hooks on a fresh bundle; prints the root's tree
+  local arch=$1 b=$work/bundle-$1 cmd=("$amd_hook")
+  [ "$arch" = arm64 ] && cmd=("$QEMU" -L "$SYSROOT" "$arm_hook")
+  mkdir -p "$b/rootfs/usr/lib/TRIPLET" "$b/rootfs/dev/dri"
+  : > "$b/rootfs/usr/lib/TRIPLET/libcuda.so.1"; chmod 0700 "$b/rootfs/dev/dri"
+  printf '{"ociVersion":"1.2.0","root":{"path":"rootfs"}}' > "$b/config.json"
+  local state
+  state=$(printf '{"ociVersion":"1.2.0","id":"arm64-check","status":"creating","pid":%s,"bundle":"%s"}' $$ "$b")
+  "${cmd[@]}" create-symlinks --link libcuda.so.1::/usr/lib/TRIPLET/libcuda.so --link ../lib/TRIPLET/libcuda.so.1::/usr/lib64/libcuda.so.1 <<<"$state" >"$work/hook-$arch.log" 2>&1 ||
+    { cat "$work/hook-$arch.log" >&2; fail "$arch nvidia-cdi-hook create-symlinks failed"; }
+  "${cmd[@]}" chmod --mode 755 --path /dev/dri <<<"$state" >>"$work/hook-$arch.log" 2>&1 ||
+    { cat "$work/hook-$arch.log" >&2; fail "$arch nvidia-cdi-hook chmod failed"; }
+  (cd "$b/rootfs" && find . -printf '%p %y %m %l\n' | sort)
+}
+hook_run amd64 > "$work/hook-tree.amd64"
+hook_run arm64 > "$work/hook-tree.arm64"
+grep -q '^./usr/lib/TRIPLET/libcuda.so l 777 libcuda.so.1$' "$work/hook-tree.arm64" || { cat "$work/hook-tree.arm64" >&2; fail "the arm64 hook made no libcuda.so link"; }
+grep -q '^./dev/dri d 755 $' "$work/hook-tree.arm64" || { cat "$work/hook-tree.arm64" >&2; fail "the arm64 hook did not chmod /dev/dri"; }
+cmp -s "$work/hook-tree.amd64" "$work/hook-tree.arm64" || { diff -u "$work/hook-tree.amd64" "$work/hook-tree.arm64" >&2 || true; fail "the hooks changed the container roots differently"; }
+echo "   identical container roots after create-symlinks and chmod ($(wc -l < "$work/hook-tree.arm64") entries)"
+
 # NVIDIA's arm64 R535 libnvidia-ml (hack/nvidia-ml-arm64.sh, pinned and
 # checksummed like hack/nvidia-userspace.sh's amd64 packages) and no kernel
 # module: nvmlInit fails with DRIVER_NOT_LOADED. The arm64 plugin must stay
@@ -115,12 +177,12 @@ else
   wait_nvml() {
     local arch=$1 root=$2 d=$work/nvml-$1 cmd=("$amd") pid addr= i ready live
     [ "$arch" = arm64 ] && cmd=("$QEMU" -L "$SYSROOT" "$arm")
-    mkdir -p "$d"
+    mkdir -p "$d"; : > "$d/log"
     "${cmd[@]}" --node-name arm64-check --kubeconfig "$work/kubeconfig" --kubelet-dir "$d/kubelet" --cdi-root "$d/cdi" \
       --http-endpoint 127.0.0.1:0 --driver-root "$root" --nvml-retry-interval 5ms --nvml-retry-max-interval 20ms >"$d/log" 2>&1 &
     pid=$!
     for i in $(seq 100); do
-      addr=$(sed -n 's/.*"Serving metrics and liveness" address="\([^"]*\)".*/\1/p' "$d/log")
+      addr=$(sed -n 's/.*"Serving metrics and liveness" address="\([^"]*\)".*/\1/p' "$d/log" || true)
       [ -n "$addr" ] && grep -q '"Waiting for NVML' "$d/log" && break
       kill -0 "$pid" 2>/dev/null || { tail -n 20 "$d/log" >&2; fail "$arch plugin exited while waiting for NVML"; }
       sleep 0.2
@@ -149,4 +211,4 @@ else
   fi
   echo "   same log line: $(cut -c1-150 "$work/nvml.arm64")..."
 fi
-say "PASS: arm64 plugin under qemu: same slices as amd64 (${#cases[@]} nodes), same NVML wait without a kernel module"
+say "PASS: arm64 under qemu as amd64: slices (${#cases[@]} nodes), offline demo (prepare/unprepare), nvidia-cdi-hook, NVML wait without a kernel module"

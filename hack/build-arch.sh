@@ -9,10 +9,11 @@
 #   amd64 (from an arm64 host): apt-get install -y gcc-x86-64-linux-gnu libc6-dev-amd64-cross
 # Nothing is cached in the repository: Go's build cache and module cache are
 # where `go env GOCACHE GOMODCACHE` say.
-# Usage: hack/build-arch.sh ARCH [plugin|webhook|cli|smi|hook ...]   (all when none)
+# Usage: hack/build-arch.sh ARCH [plugin|webhook|cli|smi|hook|gpudra ...]   (all but gpudra when none;
+#        cli is gpudra and kubectl-gpu)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-arch=${1:?usage: $0 amd64|arm64 [plugin webhook cli smi hook]}; shift
+arch=${1:?usage: $0 amd64|arm64 [plugin webhook cli smi hook gpudra]}; shift
 [ $# -gt 0 ] || set -- plugin webhook cli smi hook
 GO=${GO:-go}
 TAGS=${GO_TAGS:-grpcnotrace}
@@ -50,6 +51,7 @@ for what; do
       fi
       if [ -d cmd/kubectl-gpu ]; then cgo -o "$out/kubectl-gpu" ./cmd/kubectl-gpu; fi
       ;;
+    gpudra) cgo -o "$out/gpudra" ./cmd/gpudra ;;
     smi) CGO_ENABLED=0 $GO build "${flags[@]}" -tags "$TAGS" -o "$out/nvidia-smi-sim" ./cmd/nvidia-smi-sim ;;
     hook)
       # As `make build` does it (go install of the pinned version, with that
