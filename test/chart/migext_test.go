@@ -220,14 +220,14 @@ func TestChartMigExtendedResourcesValues(t *testing.T) {
 		t.Errorf("enabled=false: DeviceClasses %v, want the others unchanged: %v", got, want)
 	}
 
-	got := migClasses(t, "migExtendedResources.extraProfiles={1g.12gb,1g.10gb}", "driverName=gpu.example.com")
+	got := migClasses(t, "migExtendedResources.extraProfiles={3g.47gb,1g.10gb}", "driverName=gpu.example.com")
 	if len(got) != len(defaults)+1 {
-		t.Errorf("extraProfiles 1g.12gb (new) and 1g.10gb (a default): %d classes, want %d", len(got), len(defaults)+1)
+		t.Errorf("extraProfiles 3g.47gb (new) and 1g.10gb (a default): %d classes, want %d", len(got), len(defaults)+1)
 	}
-	dc := got["nvidia.com/mig-1g.12gb"]
-	if dc == nil || dc.Name != "mig-1g.12gb.example.com" ||
+	dc := got["nvidia.com/mig-3g.47gb"]
+	if dc == nil || dc.Name != "mig-3g.47gb.example.com" ||
 		!strings.Contains(dc.Spec.Selectors[0].CEL.Expression, "device.driver == 'gpu.example.com'") {
-		t.Errorf("extra profile 1g.12gb with driverName gpu.example.com: %+v", dc)
+		t.Errorf("extra profile 3g.47gb with driverName gpu.example.com: %+v", dc)
 	}
 
 	for _, bad := range []string{"1G.10GB", "1g.10gb+", "1g.10gb me", "mig-1g.10gb"} {
