@@ -105,7 +105,11 @@ func TestPinnedHookKnowsEverySubcommandNvcdiWrites(t *testing.T) {
 	}
 	version := pinnedToolkit(t)
 	const pkg = "github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook"
-	for _, file := range []string{"Makefile", "Dockerfile", filepath.Join("hack", "cluster", "images.sh")} {
+	// The Dockerfile builds through hack/build-arch.sh (both platforms).
+	if data, err := os.ReadFile(filepath.Join("..", "..", "Dockerfile")); err != nil || !strings.Contains(string(data), "hack/build-arch.sh") {
+		t.Errorf("Dockerfile does not build the hook through hack/build-arch.sh (%v)", err)
+	}
+	for _, file := range []string{"Makefile", filepath.Join("hack", "build-arch.sh"), filepath.Join("hack", "cluster", "images.sh")} {
 		data, err := os.ReadFile(filepath.Join("..", "..", file))
 		if err != nil {
 			t.Fatal(err)
