@@ -50,7 +50,7 @@ func DeviceTable(inv *nvdev.Inventory, o resourceslices.Options, records []check
 // that NVML therefore does not see (bound to vfio-pci), as NVML described
 // them before: they stay published, with their other devices, so that the
 // claim can be unprepared and the GPU used again once it is back. Such a
-// GPU has no NVML handle until then (prepare.unbindVFIO and the health
+// GPU has no NVML handle until then (devkind's passthrough Release and the health
 // monitor look it up). inv itself is not changed.
 func WithPassthroughGPUs(inv *nvdev.Inventory, records []checkpoint.PreparedClaim) *nvdev.Inventory {
 	seen := map[string]bool{}

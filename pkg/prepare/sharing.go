@@ -249,7 +249,7 @@ func (s *State) releaseSharing(claim types.UID, rec *checkpoint.SharingRecord) e
 }
 
 // sharedWith returns the setting (and its claim) of another owning record
-// (owners.go) that uses the same strategy on the same device, or nil.
+// (the ledger's view) that uses the same strategy on the same device, or nil.
 func (s *State) sharedWith(claim types.UID, rec *checkpoint.SharingRecord) (*checkpoint.SharingRecord, *checkpoint.PreparedClaim) {
 	return s.Ledger.View().Sharing(claim, rec)
 }

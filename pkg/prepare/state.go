@@ -142,7 +142,8 @@ func (s *State) prepareDevices(_ context.Context, rec *checkpoint.PreparedClaim,
 	for i := range planned {
 		p := &planned[i]
 		if err := p.device.Behavior().Configure(s.env(true), &rec.Devices[i], p.device); err != nil {
-			// configureDevice changes MIG devices and MIG mode only.
+			// Configure changes MIG devices, MIG mode and a VM GPU's
+			// binding: the step that configures the GPU (step.MIG).
 			return nil, step.Errorf(step.MIG, "device %s: %w", p.device.Name, err)
 		}
 		if sh := rec.Devices[i].Sharing; sh != nil && sh.Target == "" {

@@ -53,7 +53,8 @@ const (
 	// Reserve: an allocated device conflicts with another device of the
 	// claim or with a claim already prepared on the node.
 	Reserve Step = "reserve"
-	// MIG: creating the MIG device, or turning MIG mode off for a whole GPU.
+	// MIG: configuring the GPU: creating the MIG device, turning MIG mode
+	// off for a whole GPU or a VM's, or binding a VM's GPU to vfio-pci.
 	MIG Step = "mig"
 	// Sharing: setting the time slice or starting the MPS daemon.
 	Sharing Step = "sharing"
