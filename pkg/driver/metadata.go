@@ -19,6 +19,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
@@ -232,7 +233,11 @@ func readMetadataSpec(path, driverName, base string) (types.UID, []string, bool)
 		return "", nil, false
 	}
 	var spec cdispec.Spec
-	if json.Unmarshal(data, &spec) != nil || spec.Kind != driverName+"/metadata" || len(spec.Devices) == 0 {
+	if json.Unmarshal(data, &spec) != nil || len(spec.Devices) == 0 {
+		return "", nil, false
+	}
+	// The helper's metadata specs are of CDI kind <driver>/metadata.
+	if vendor, class := parser.ParseQualifier(spec.Kind); vendor != driverName || class != "metadata" {
 		return "", nil, false
 	}
 	uid, _, ok := strings.Cut(spec.Devices[0].Name, "_")
