@@ -31,10 +31,6 @@ func (l *Ledger) View() View {
 	return View{records: records, opaque: opaque}
 }
 
-// ViewOf is a view of records read elsewhere (a node's state directory
-// read without changing it, or records rebuilt from CDI specs).
-func ViewOf(records []checkpoint.PreparedClaim) View { return View{records: records} }
-
 // With is the view plus records that hold hardware without a checkpoint
 // file (yet): the records CDI specs carry for claims whose checkpoint file
 // was lost, which start rebuilds from them.
@@ -81,14 +77,13 @@ func (v View) OwnedMig() map[MigKey]bool {
 	return out
 }
 
-// MPSTargets are the devices whose MPS daemon some record uses, with the
-// claims that use each.
-func (v View) MPSTargets() map[string][]types.UID {
-	out := map[string][]types.UID{}
+// MPSTargets are the devices whose MPS daemon some record uses.
+func (v View) MPSTargets() map[string]bool {
+	out := map[string]bool{}
 	for _, rec := range v.records {
 		for _, d := range rec.Devices {
 			if d.Sharing != nil && d.Sharing.Strategy == configapi.MpsStrategy && d.Sharing.Target != "" {
-				out[d.Sharing.Target] = append(out[d.Sharing.Target], rec.UID)
+				out[d.Sharing.Target] = true
 			}
 		}
 	}

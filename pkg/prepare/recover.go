@@ -303,7 +303,7 @@ func (s *State) stopUnownedMPS(logger klog.Logger, report *RecoveryReport) int {
 			logger.Info("A newer driver's record cannot be read: leaving every MPS daemon as it is")
 			return stopped
 		}
-		if len(v.MPSTargets()[d.DeviceUUID]) > 0 {
+		if v.MPSTargets()[d.DeviceUUID] {
 			unlock()
 			continue
 		}

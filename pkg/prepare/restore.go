@@ -199,13 +199,19 @@ func forgetInstances(rec *checkpoint.PreparedClaim) {
 }
 
 // reconfigureDevice configures one device of a claim again, by its
-// kind, and reports whether it made (or adopted) something a failure must
-// undo.
+// kind: what is there as recorded is adopted, the rest configured afresh.
+// It reports whether the attempt now owns a MIG device, which a failure
+// must undo since the record forgot the device's IDs.
 func (s *State) reconfigureDevice(rec checkpoint.PreparedClaim, d *checkpoint.PreparedDevice, dev *AllocatableDevice) (made bool, err error) {
-	made, err = dev.Behavior().Reconfigure(s.env(s.addressTrusted(rec)), rec.UID, d, dev)
-	if err != nil {
-		return made, err
+	k, env := dev.Behavior(), s.env(s.addressTrusted(rec))
+	adopted, err := k.Adopt(env, rec.UID, d, dev)
+	if err == nil && !adopted {
+		err = k.Configure(env, d, dev)
 	}
+	if err != nil {
+		return false, err
+	}
+	made = k.PartitionsGPU()
 	if d.Sharing != nil && d.Sharing.Target == "" {
 		d.Sharing.Target = d.UUID
 	}

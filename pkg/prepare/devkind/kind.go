@@ -91,10 +91,11 @@ type Kind interface {
 	// Locate updates a record with where its hardware is now, before a
 	// restore writes it (a VM's GPU's PCI address after a reboot).
 	Locate(env Env, rec *checkpoint.PreparedDevice) error
-	// Reconfigure configures a kept device again after it lost its
-	// configuration, adopting what an interrupted earlier attempt left;
-	// made: the attempt made (or adopted) something a failure must undo.
-	Reconfigure(env Env, uid types.UID, rec *checkpoint.PreparedDevice, dev *Device) (made bool, err error)
+	// Adopt takes over, for a kept device that lost its configuration,
+	// what is already there as the record wants it (a MIG device an
+	// interrupted earlier restore made, an admin's device with its new
+	// identity); the reconciler configures the device afresh otherwise.
+	Adopt(env Env, uid types.UID, rec *checkpoint.PreparedDevice, dev *Device) (adopted bool, err error)
 	// Describe fills in the kind's part of the device's CDI description.
 	Describe(d *cdi.Device, rec checkpoint.PreparedDevice, dev *Device)
 	// Memory is the device's memory in bytes.
@@ -104,13 +105,31 @@ type Kind interface {
 	// its own (only a whole GPU's is: the slice belongs to the GPU).
 	ShareTarget(dev *Device) string
 	OwnsTimeSlice() bool
-	// PartitionsGPU: the kind makes MIG devices on its GPU at prepare, and
-	// start destroys those no record owns.
+	// PartitionsGPU: the kind makes MIG devices on its GPU at prepare
+	// (what a failed restore made or adopted is its to undo), and start
+	// destroys those no record owns.
 	PartitionsGPU() bool
 	// Watch is what the health monitor watches of the device: faults of
 	// its GPU, and of its own MIG instance where it is one.
 	Watch(pool string, dev *Device) health.Device
 }
+
+// noops are the answers of a kind with nothing to do at a step; each kind
+// embeds it and says only where it differs.
+type noops struct{}
+
+func (noops) Plan(*Device, resourceapi.DeviceRequestAllocationResult) error { return nil }
+func (noops) CheckSharing(*Device) error                                    { return nil }
+func (noops) Record(*checkpoint.PreparedDevice, *Device)                    {}
+func (noops) Release(Env, checkpoint.PreparedDevice, *Device) error         { return nil }
+func (noops) StillConfigured(Env, checkpoint.PreparedDevice, *Device) bool  { return true }
+func (noops) Locate(Env, *checkpoint.PreparedDevice) error                  { return nil }
+func (noops) Adopt(Env, types.UID, *checkpoint.PreparedDevice, *Device) (bool, error) {
+	return false, nil
+}
+func (noops) Describe(*cdi.Device, checkpoint.PreparedDevice, *Device) {}
+func (noops) OwnsTimeSlice() bool                                      { return false }
+func (noops) PartitionsGPU() bool                                      { return false }
 
 // kinds is the one map from a device kind to its implementation.
 var kinds = map[configapi.DeviceKind]Kind{

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
@@ -22,13 +21,7 @@ import (
 // of their own (the slice belongs to the parent GPU: NVIDIA's driver sets
 // it on full GPUs only, k8s-dra-driver-gpu cmd/gpu-kubelet-plugin/
 // sharing.go).
-type migDevice struct{}
-
-func (migDevice) Plan(*Device, resourceapi.DeviceRequestAllocationResult) error { return nil }
-
-func (migDevice) CheckSharing(*Device) error { return nil }
-
-func (migDevice) Locate(Env, *checkpoint.PreparedDevice) error { return nil }
+type migDevice struct{ noops }
 
 // Matches refuses a published device at another placement, of another
 // profile or on another GPU than the recorded MIG device.
@@ -56,8 +49,6 @@ func (migDevice) Memory(dev *Device) int64 {
 	return int64(dev.Placement.Profile.Info.MemorySizeMB) << 20
 }
 
-func (migDevice) OwnsTimeSlice() bool { return false }
-
 // staticMIG is a MIG device an admin made: used as it is, never created or
 // destroyed here.
 type staticMIG struct{ migDevice }
@@ -74,26 +65,24 @@ func (staticMIG) Configure(_ Env, _ *checkpoint.PreparedDevice, dev *Device) err
 	return nil
 }
 
-func (staticMIG) Release(Env, checkpoint.PreparedDevice, *Device) error { return nil }
-
 // StillConfigured: the admin's MIG devices come back (if at all) with new
 // UUIDs after a reboot.
 func (staticMIG) StillConfigured(_ Env, rec checkpoint.PreparedDevice, dev *Device) bool {
 	return dev == nil || rec.UUID == dev.StaticUUID
 }
 
-func (staticMIG) Reconfigure(_ Env, _ types.UID, rec *checkpoint.PreparedDevice, dev *Device) (bool, error) {
+// Adopt: the admin's device, at the recorded placement (Matches), with the
+// identity it has now.
+func (staticMIG) Adopt(_ Env, _ types.UID, rec *checkpoint.PreparedDevice, dev *Device) (bool, error) {
 	old := rec.UUID
 	rec.UUID, rec.Mig.GIID, rec.Mig.CIID = dev.StaticUUID, dev.GIID, dev.CIID
 	if rec.Sharing != nil && rec.Sharing.Target == old {
 		rec.Sharing.Target = dev.StaticUUID
 	}
-	return false, nil
+	return true, nil
 }
 
 func (staticMIG) ShareTarget(dev *Device) string { return dev.StaticUUID }
-
-func (staticMIG) PartitionsGPU() bool { return false }
 
 // Watch: a static MIG device's instance exists at start, so its own
 // faults are known by instance.
@@ -164,24 +153,13 @@ func (dynamicMIG) StillConfigured(_ Env, rec checkpoint.PreparedDevice, dev *Dev
 	return false
 }
 
-// Reconfigure makes the MIG device again, or adopts one at the recorded
-// placement that no record owns (an earlier restore of this claim, killed
-// before it recorded it). Made or adopted, it is this attempt's: a
-// failure destroys it, since the record forgot its IDs and nothing would
-// own it.
-func (k dynamicMIG) Reconfigure(env Env, uid types.UID, rec *checkpoint.PreparedDevice, dev *Device) (bool, error) {
-	adopted, err := adopt(env, uid, rec, dev)
-	if err != nil {
-		return false, err
-	}
-	if !adopted {
-		// On a GPU whose MIG mode changes only with a reset (Ampere) and
-		// that came back with MIG mode off, this fails and says so.
-		if err := k.Configure(env, rec, dev); err != nil {
-			return false, err
-		}
-	}
-	return true, nil
+// Adopt takes over a MIG device that sits at the recorded placement with
+// the recorded profile and that no record owns: one an earlier restore of
+// this claim made before the plugin was killed. Otherwise Configure makes
+// it again; on a GPU whose MIG mode changes only with a reset (Ampere) and
+// that came back with MIG mode off, that fails and says so.
+func (dynamicMIG) Adopt(env Env, uid types.UID, rec *checkpoint.PreparedDevice, dev *Device) (bool, error) {
+	return adopt(env, uid, rec, dev)
 }
 
 func adopt(env Env, uid types.UID, rec *checkpoint.PreparedDevice, dev *Device) (bool, error) {

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
@@ -55,11 +53,7 @@ type PassthroughConfig struct {
 // passthrough is a GPU handed to a VM: bound to vfio-pci at prepare and
 // back to nvidia at unprepare. It conflicts with every other device of its
 // GPU, admin access included (NVML cannot watch a GPU a VM owns).
-type passthrough struct{}
-
-func (passthrough) Plan(*Device, resourceapi.DeviceRequestAllocationResult) error { return nil }
-
-func (passthrough) CheckSharing(*Device) error { return nil }
+type passthrough struct{ noops }
 
 // Record is the record of a passthrough device before any work: the
 // binding it wants, and the GPU as NVML describes it now, which a
@@ -77,10 +71,6 @@ func (passthrough) Matches(rec checkpoint.PreparedDevice, dev *Device) error {
 	return sameGPU(rec, dev)
 }
 
-func (k passthrough) Reconfigure(env Env, _ types.UID, rec *checkpoint.PreparedDevice, dev *Device) (bool, error) {
-	return false, k.Configure(env, rec, dev)
-}
-
 func (passthrough) Describe(d *cdi.Device, rec checkpoint.PreparedDevice, _ *Device) {
 	if v := rec.Vfio; v != nil {
 		d.VFIO = &cdi.VFIO{PCIBusID: v.PCIBusID, IOMMUGroup: v.IOMMUGroup}
@@ -90,10 +80,6 @@ func (passthrough) Describe(d *cdi.Device, rec checkpoint.PreparedDevice, _ *Dev
 func (passthrough) Memory(dev *Device) int64 { return int64(dev.GPU.MemoryBytes) }
 
 func (passthrough) ShareTarget(dev *Device) string { return dev.GPU.UUID }
-
-func (passthrough) OwnsTimeSlice() bool { return false }
-
-func (passthrough) PartitionsGPU() bool { return false }
 
 func (passthrough) Watch(pool string, dev *Device) health.Device { return watchGPU(pool, dev) }
 

@@ -7,9 +7,7 @@ import (
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
@@ -17,13 +15,7 @@ import (
 
 // wholeGPU is a GPU used whole. On a GPU also offered as dynamic MIG
 // devices (Partitionable) its MIG mode must be off; nothing else changes.
-type wholeGPU struct{}
-
-func (wholeGPU) Plan(*Device, resourceapi.DeviceRequestAllocationResult) error { return nil }
-
-func (wholeGPU) CheckSharing(*Device) error { return nil }
-
-func (wholeGPU) Record(*checkpoint.PreparedDevice, *Device) {}
+type wholeGPU struct{ noops }
 
 func (wholeGPU) Configure(_ Env, rec *checkpoint.PreparedDevice, dev *Device) error {
 	if dev.GPU.Device == nil {
@@ -41,10 +33,6 @@ func (wholeGPU) Configure(_ Env, rec *checkpoint.PreparedDevice, dev *Device) er
 	return nil
 }
 
-func (wholeGPU) Release(Env, checkpoint.PreparedDevice, *Device) error { return nil }
-
-func (wholeGPU) StillConfigured(Env, checkpoint.PreparedDevice, *Device) bool { return true }
-
 func (wholeGPU) Matches(rec checkpoint.PreparedDevice, dev *Device) error {
 	if rec.Mig != nil || rec.Vfio != nil {
 		return fmt.Errorf("the node now publishes %s as a whole GPU, not as the recorded device", dev.Name)
@@ -52,21 +40,11 @@ func (wholeGPU) Matches(rec checkpoint.PreparedDevice, dev *Device) error {
 	return sameGPU(rec, dev)
 }
 
-func (wholeGPU) Locate(Env, *checkpoint.PreparedDevice) error { return nil }
-
-func (k wholeGPU) Reconfigure(env Env, _ types.UID, rec *checkpoint.PreparedDevice, dev *Device) (bool, error) {
-	return false, k.Configure(env, rec, dev)
-}
-
-func (wholeGPU) Describe(*cdi.Device, checkpoint.PreparedDevice, *Device) {}
-
 func (wholeGPU) Memory(dev *Device) int64 { return int64(dev.GPU.MemoryBytes) }
 
 func (wholeGPU) ShareTarget(dev *Device) string { return dev.GPU.UUID }
 
 func (wholeGPU) OwnsTimeSlice() bool { return true }
-
-func (wholeGPU) PartitionsGPU() bool { return false }
 
 func (wholeGPU) Watch(pool string, dev *Device) health.Device { return watchGPU(pool, dev) }
 
@@ -108,10 +86,6 @@ func (monitor) Configure(_ Env, _ *checkpoint.PreparedDevice, dev *Device) error
 		return vmHeld(dev)
 	}
 	return nil
-}
-
-func (k monitor) Reconfigure(env Env, _ types.UID, rec *checkpoint.PreparedDevice, dev *Device) (bool, error) {
-	return false, k.Configure(env, rec, dev)
 }
 
 func (monitor) OwnsTimeSlice() bool { return false }
