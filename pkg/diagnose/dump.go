@@ -52,44 +52,35 @@ func ForDump(s *Snapshot) *Snapshot {
 		redactPodSpec(&ds.Spec.Template.Spec, pluginEnvKept)
 		out.PluginDaemonSets = append(out.PluginDaemonSets, *ds)
 	}
-	out.Claims = nil
-	for i := range s.Claims {
-		c := s.Claims[i].DeepCopy()
-		redactMeta(&c.ObjectMeta)
-		out.Claims = append(out.Claims, *c)
+	out.Claims = redactedCopies(s.Claims)
+	out.ClaimTemplates = redactedCopies(s.ClaimTemplates)
+	for i := range out.ClaimTemplates {
+		redactMeta(&out.ClaimTemplates[i].Spec.ObjectMeta)
 	}
-	out.ClaimTemplates = nil
-	for i := range s.ClaimTemplates {
-		c := s.ClaimTemplates[i].DeepCopy()
-		redactMeta(&c.ObjectMeta)
-		redactMeta(&c.Spec.ObjectMeta)
-		out.ClaimTemplates = append(out.ClaimTemplates, *c)
-	}
-	out.DeviceClasses = nil
-	for i := range s.DeviceClasses {
-		c := s.DeviceClasses[i].DeepCopy()
-		redactMeta(&c.ObjectMeta)
-		out.DeviceClasses = append(out.DeviceClasses, *c)
-	}
-	out.Slices = nil
-	for i := range s.Slices {
-		c := s.Slices[i].DeepCopy()
-		redactMeta(&c.ObjectMeta)
-		out.Slices = append(out.Slices, *c)
-	}
-	out.Nodes = nil
-	for i := range s.Nodes {
-		c := s.Nodes[i].DeepCopy()
-		redactMeta(&c.ObjectMeta)
-		out.Nodes = append(out.Nodes, *c)
-	}
-	out.Events = nil
-	for i := range s.Events {
-		c := s.Events[i].DeepCopy()
-		redactMeta(&c.ObjectMeta)
-		out.Events = append(out.Events, *c)
-	}
+	out.DeviceClasses = redactedCopies(s.DeviceClasses)
+	out.Slices = redactedCopies(s.Slices)
+	out.Nodes = redactedCopies(s.Nodes)
+	out.Events = redactedCopies(s.Events)
 	return &out
+}
+
+// redactedCopies deep-copies API objects with their metadata redacted
+// (redactMeta); in is not changed.
+func redactedCopies[T any, P interface {
+	*T
+	DeepCopy() *T
+	GetObjectMeta() metav1.Object
+}](in []T) []T {
+	if len(in) == 0 {
+		return nil // as the dump always wrote an empty list
+	}
+	out := make([]T, 0, len(in))
+	for i := range in {
+		c := P(&in[i]).DeepCopy()
+		redactMeta(P(c).GetObjectMeta().(*metav1.ObjectMeta))
+		out = append(out, *c)
+	}
+	return out
 }
 
 func copyPods(pods []corev1.Pod, keep map[string]bool) []corev1.Pod {
