@@ -1,0 +1,192 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package refdriver reads what NVIDIA's reference DRA driver
+// (github.com/NVIDIA/k8s-dra-driver-gpu, module sigs.k8s.io/dra-driver-nvidia-gpu)
+// leaves on a node: its checkpoint and its CDI specs. Both drivers are
+// called gpu.nvidia.com and share the kubelet plugin directory and the CDI
+// directory, so a node switched from it to this driver may still run pods
+// whose devices it prepared. This package only reads (and, once none of
+// its claims is left, renames its checkpoint); it never changes a device.
+//
+// Facts below are from the reference driver's source at commit
+// 22407113785e78c7763b4637689a201eb39c6199 (May 2026); no code is taken
+// from it.
+package refdriver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/capfile"
+)
+
+// CheckpointFile is the reference driver's checkpoint, in its plugin
+// directory <kubelet dir>/plugins/gpu.nvidia.com (the directory this
+// plugin's chart mounts as its own): cmd/gpu-kubelet-plugin/main.go,
+// DriverPluginCheckpointFileBasename and Config.DriverPluginPath. This
+// plugin's records live in the checkpoint/ subdirectory, one file per
+// claim (pkg/checkpoint), so the names never collide.
+const CheckpointFile = "checkpoint.json"
+
+// MigratedSuffix is appended to CheckpointFile once none of its claims is
+// left (Rename): a later start does not look at it again, and a rollback
+// to the reference driver starts it with an empty checkpoint, which is
+// right then.
+const MigratedSuffix = ".migrated"
+
+// maxCheckpointSize caps what is read: a checkpoint of hundreds of claims
+// is a few MiB.
+const maxCheckpointSize = 64 << 20
+
+// checkpointFormat is the file's JSON shape, only the parts read here:
+// cmd/gpu-kubelet-plugin/checkpoint.go (type Checkpoint: "checksum",
+// "v1", "v2") and checkpointv.go (CheckpointV1, CheckpointV2,
+// PreparedClaimV1, PreparedClaimV2). MarshalCheckpoint writes both v1 and
+// v2 (v1 only with the claims in PrepareCompleted); releases before v2
+// wrote v1 alone.
+type checkpointFormat struct {
+	V1 *struct {
+		PreparedClaims map[string]preparedClaim `json:"preparedClaims"`
+	} `json:"v1"`
+	V2 *struct {
+		PreparedClaims map[string]preparedClaim `json:"preparedClaims"`
+		NodeBootID     string                   `json:"nodeBootID"`
+	} `json:"v2"`
+}
+
+// preparedClaim is PreparedClaimV2 (V1 lacks checkpointState, name and
+// namespace). preparedDevices is PreparedDevices in prepared.go: groups of
+// devices, each {"gpu": {...}} or {"mig": {"concrete": MigLiveTuple}} or
+// {"vfio": {...}}; MigLiveTuple is in mig.go.
+type preparedClaim struct {
+	CheckpointState string                          `json:"checkpointState"`
+	Status          resourceapi.ResourceClaimStatus `json:"status"`
+	Name            string                          `json:"name"`
+	Namespace       string                          `json:"namespace"`
+	PreparedDevices []struct {
+		Devices []struct {
+			Mig *struct {
+				Concrete *MigDevice `json:"concrete"`
+			} `json:"mig"`
+		} `json:"devices"`
+	} `json:"preparedDevices"`
+}
+
+// MigDevice is a MIG device a claim of the reference driver holds, as its
+// checkpoint names it (MigLiveTuple in cmd/gpu-kubelet-plugin/mig.go).
+type MigDevice struct {
+	ParentUUID string `json:"parentUUID"`
+	GIID       int    `json:"giId"`
+	CIID       int    `json:"ciId"`
+	UUID       string `json:"migUUID"`
+}
+
+// Claim is one claim the reference driver's checkpoint lists: prepared,
+// or with a prepare begun (state PrepareStarted, which may already have
+// created a MIG device).
+type Claim struct {
+	UID string
+	// Namespace and Name are empty in the v1 format.
+	Namespace, Name string
+	// State is the checkpoint state: PrepareStarted or PrepareCompleted
+	// ("PrepareCompleted" for the v1 format, as its ToV2 does).
+	State string
+	// Allocation is the claim's allocation when it was prepared (the
+	// checkpoint keeps the claim's status); nil if it kept none.
+	Allocation *resourceapi.AllocationResult
+	// Mig lists the MIG devices it holds.
+	Mig []MigDevice
+}
+
+// String names the claim for a person.
+func (c Claim) String() string {
+	if c.Name == "" {
+		return "uid " + c.UID
+	}
+	return c.Namespace + "/" + c.Name
+}
+
+// Checkpoint is what the reference driver's checkpoint file says.
+type Checkpoint struct {
+	Path string
+	// Claims are the listed claims, by UID.
+	Claims []Claim
+	// NodeBootID is the boot the reference driver last validated the
+	// checkpoint in; empty in the v1 format.
+	NodeBootID string
+}
+
+// ReadCheckpoint reads <pluginDir>/checkpoint.json. A missing file is
+// (nil, nil). A file that is not the reference driver's format is an
+// error: the caller cannot tell what it holds.
+func ReadCheckpoint(pluginDir string) (*Checkpoint, error) {
+	path := filepath.Join(pluginDir, CheckpointFile)
+	data, err := capfile.Read(path, maxCheckpointSize)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var f checkpointFormat
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%s is not NVIDIA's reference driver's checkpoint format: %w", path, err)
+	}
+	cp := &Checkpoint{Path: path}
+	var claims map[string]preparedClaim
+	switch {
+	case f.V2 != nil:
+		claims, cp.NodeBootID = f.V2.PreparedClaims, f.V2.NodeBootID
+	case f.V1 != nil:
+		claims = f.V1.PreparedClaims
+	default:
+		return nil, fmt.Errorf("%s has neither \"v1\" nor \"v2\": not NVIDIA's reference driver's checkpoint format", path)
+	}
+	for uid, pc := range claims {
+		c := Claim{UID: uid, Namespace: pc.Namespace, Name: pc.Name, State: pc.CheckpointState, Allocation: pc.Status.Allocation}
+		if c.State == "" {
+			c.State = "PrepareCompleted" // v1 knows prepared claims only
+		}
+		for _, g := range pc.PreparedDevices {
+			for _, d := range g.Devices {
+				if d.Mig != nil && d.Mig.Concrete != nil {
+					c.Mig = append(c.Mig, *d.Mig.Concrete)
+				}
+			}
+		}
+		cp.Claims = append(cp.Claims, c)
+	}
+	sort.Slice(cp.Claims, func(i, j int) bool { return cp.Claims[i].UID < cp.Claims[j].UID })
+	return cp, nil
+}
+
+// Rename moves the checkpoint to <name>.migrated, replacing an older one.
+func (cp *Checkpoint) Rename() error {
+	return os.Rename(cp.Path, cp.Path+MigratedSuffix)
+}
+
+// specPrefix and specSuffix make the name of the reference driver's CDI
+// spec of a claim: cdi.go, CreateClaimSpecFile and writeSpec, through
+// cdiapi.GenerateTransientSpecName(cdiVendor, cdiClaimClass, claimUID) +
+// ".yaml" with cdiVendor "k8s.gpu.nvidia.com" and cdiClaimClass "claim":
+// k8s.gpu.nvidia.com-claim_<claim UID>.yaml, of CDI kind
+// k8s.gpu.nvidia.com/claim, the same kind as this driver's. This driver
+// writes .json specs (pkg/cdi), which is how the two are told apart.
+const specSuffix = ".yaml"
+
+// SpecFiles lists the reference driver's claim CDI specs in cdiDir for a
+// driver name, sorted; a missing directory has none.
+func SpecFiles(cdiDir, driverName string) ([]string, error) {
+	prefix := "k8s." + driverName + "-claim_"
+	return capfile.List(cdiDir, func(name string) bool {
+		return strings.HasPrefix(name, prefix) && strings.HasSuffix(name, specSuffix)
+	})
+}
