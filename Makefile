@@ -44,10 +44,12 @@ arm64-check: ## arm64 binaries under qemu-user-static as amd64: slices (gh200x1,
 # NVML entry point the binaries call against its libnvidia-ml.so.
 # hack/prometheus.sh unpacks Debian's prometheus (promtool) into the cache;
 # test/prometheus checks and tests the chart's alert rules with it.
+# hack/gpu-operator-chart.sh fetches NVIDIA's GPU Operator (Go module proxy);
+# test/chart renders its chart next to ours.
 test: ## Run all unit and plugin tests under the race detector (no GPU, no cluster needed)
 	hack/cluster/build.sh helm
-	root=$$(hack/nvidia-userspace.sh --print-root host) && prom=$$(hack/prometheus.sh) && \
-		GDRA_NVIDIA_HOST_ROOT=$$root GDRA_PROMETHEUS_BIN=$$prom $(GO) test -race -count=1 -timeout 30m ./...
+	root=$$(hack/nvidia-userspace.sh --print-root host) && prom=$$(hack/prometheus.sh) && op=$$(hack/gpu-operator-chart.sh) && \
+		GDRA_NVIDIA_HOST_ROOT=$$root GDRA_PROMETHEUS_BIN=$$prom GDRA_GPU_OPERATOR_DIR=$$op $(GO) test -race -count=1 -timeout 30m ./...
 
 # Fuzz targets as package:FuzzName pairs; add yours on a line of its own.
 # Their seed corpora (testdata/fuzz/<FuzzName>) also run as plain tests in `make test`.
