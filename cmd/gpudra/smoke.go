@@ -56,7 +56,7 @@ func newSmokeCommand() *cobra.Command {
 		Use:   "smoke",
 		Short: "Read-only checks of a GPU host without a cluster (make gpu-smoke runs them)",
 	}
-	cmd.AddCommand(newSmokeCompareCommand(), newSmokePrepareCommand())
+	cmd.AddCommand(newSmokeCompareCommand(), newSmokePrepareCommand(), newSmokeContainerCommand())
 	return cmd
 }
 

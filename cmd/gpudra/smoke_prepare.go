@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/node"
@@ -90,25 +91,65 @@ func (t refusingTools) Configure(*sharing.Daemon, sharing.Settings) error {
 }
 
 func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
+	s, ok := openSmoke(ctx, r, o)
+	if !ok {
+		return
+	}
+	defer s.close()
+	claim := smokeClaim(s.dev)
+	if resp, err := s.n.Prepare(s.ctx, claim); err != nil {
+		r.fail("prepare", "%v", err)
+	} else {
+		ids, metadata := cdiIDs(resp)
+		r.pass("prepare", "CDI devices %v", ids)
+		r.check(len(metadata) == 1, "device metadata", "metadata CDI devices %v, want one for the request", metadata)
+		for _, c := range cdi.CheckSpec(s.n.CDIDir(), ids, filepath.Join(s.n.Dir("hook-bin"), "nvidia-cdi-hook")) {
+			r.check(c.OK, c.Name, "%s", c.Detail)
+		}
+	}
+	s.unprepare(r, claim)
+}
+
+// smokeSession is the in-process plugin of a smoke step, started with one
+// whole GPU picked to prepare.
+type smokeSession struct {
+	ctx     context.Context
+	n       *node.Node
+	lib     nvml.Interface
+	refused *nvdev.Refusals
+	dev     *resourceapi.Device
+	close   func()
+}
+
+// openSmoke starts the plugin in this process over real NVML (or the
+// simulated one), with every GPU-changing call refused, and picks the GPU.
+// Failures are reported; the session is closed unless ok.
+func openSmoke(ctx context.Context, r *report, o smokeOptions) (s *smokeSession, ok bool) {
 	klog.LogToStderr(false)
 	klog.SetOutput(io.Discard)
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
 	n, err := node.New(node.Config{DriverName: driverName, NodeName: smokeNode, Start: startDriver(smokeNode, resourceslices.Options{})})
 	if err != nil {
+		cancel()
 		r.fail("work directory", "%v", err)
-		return
+		return nil, false
 	}
 	// The node (the plugin and its health monitor) stops before NVML is
 	// shut down: a real driver frees what NVML handed out at shutdown.
 	var shutdownNVML func()
-	defer func() {
+	s = &smokeSession{ctx: ctx, n: n, close: func() {
 		n.Close()
 		if shutdownNVML != nil {
 			shutdownNVML()
+		}
+		cancel()
+	}}
+	defer func() {
+		if !ok {
+			s.close()
 		}
 	}()
 
@@ -118,12 +159,17 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 		profile, err := simulate.ParseProfile(o.simulate)
 		if err != nil {
 			r.fail("simulated NVML", "%v", err)
-			return
+			return nil, false
 		}
 		sim, err := simulate.New(profile, smokeNode, n.Dir("simulated"))
 		if err != nil {
 			r.fail("simulated NVML", "%v", err)
-			return
+			return nil, false
+		}
+		// nvcdi looks for the libraries of the version NVML reports: the
+		// driver root's, as in the plugin's devices node mode.
+		if v, err := backend.DriverVersionIn(o.driverRoot); err == nil {
+			sim.DriverVersion, sim.NvmlVersion = v, "12."+v
 		}
 		for _, d := range sim.Devices {
 			// nvcdi asks every GPU handle whether it is a MIG device.
@@ -135,15 +181,16 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 	} else {
 		if lib, err = nvdev.OpenNVML(o.driverRoot, o.nvmlLibrary); err != nil {
 			r.fail("NVML", "%v", err)
-			return
+			return nil, false
 		}
 		shutdownNVML = func() { _ = lib.Shutdown() }
 	}
 	ro, refused := nvdev.NewReadOnly(lib)
+	s.lib, s.refused = ro, refused
 	hook, err := filepath.Abs(o.hook)
 	if err != nil {
 		r.fail("nvidia-cdi-hook", "%v", err)
-		return
+		return nil, false
 	}
 	be, err := backend.New(ro, backend.Options{
 		NodeName: smokeNode, StateDir: n.StateDir(), DriverRoot: o.driverRoot, SysfsRoot: sysfs,
@@ -151,7 +198,7 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 	})
 	if err != nil {
 		r.fail("driver backend", "%v", err)
-		return
+		return nil, false
 	}
 	tools := refusingTools{refused}
 	be.TimeSlicer, be.MPSLauncher = tools, tools
@@ -159,16 +206,19 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 
 	if err := n.Start(ctx, be); err != nil {
 		r.fail("plugin start", "%v", err)
-		return
+		return nil, false
 	}
-	dev, err := pickGPU(n.Slices, o.gpu)
-	if err != nil {
+	if s.dev, err = pickGPU(n.Slices, o.gpu); err != nil {
 		r.fail("plugin start", "%v", err)
-		return
+		return nil, false
 	}
-	r.pass("plugin start", "%d ResourceSlices published; preparing %s (%s)", len(n.Slices), dev.Name, attrString(*dev, "uuid"))
+	r.pass("plugin start", "%d ResourceSlices published; preparing %s (%s)", len(n.Slices), s.dev.Name, attrString(*s.dev, "uuid"))
+	return s, true
+}
 
-	claim := &resourceapi.ResourceClaim{
+// smokeClaim is an allocated claim for one whole GPU.
+func smokeClaim(dev *resourceapi.Device) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu-smoke", Namespace: "default", UID: types.UID("6a1b0c8e-5302-4d5e-9f3a-0000000000a1")},
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
 			Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com", AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1},
@@ -177,33 +227,32 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 			Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: driverName, Pool: smokeNode, Device: dev.Name}},
 		}}},
 	}
-	if resp, err := n.Prepare(ctx, claim); err != nil {
-		r.fail("prepare", "%v", err)
-	} else {
-		var ids, metadata []string
-		for _, d := range resp.GetDevices() {
-			for _, id := range d.CdiDeviceIds {
-				// The kubelet helper's device metadata file comes as a
-				// CDI device of its own, one per request.
-				if strings.Contains(id, "/metadata=") {
-					metadata = append(metadata, id)
-				} else {
-					ids = append(ids, id)
-				}
+}
+
+// cdiIDs splits a prepare response's CDI device IDs into the device's
+// and the kubelet helper's device metadata file, which comes as a CDI
+// device of its own, one per request.
+func cdiIDs(resp *drapb.NodePrepareResourceResponse) (ids, metadata []string) {
+	for _, d := range resp.GetDevices() {
+		for _, id := range d.CdiDeviceIds {
+			if strings.Contains(id, "/metadata=") {
+				metadata = append(metadata, id)
+			} else {
+				ids = append(ids, id)
 			}
 		}
-		r.pass("prepare", "CDI devices %v", ids)
-		r.check(len(metadata) == 1, "device metadata", "metadata CDI devices %v, want one for the request", metadata)
-		for _, c := range cdi.CheckSpec(n.CDIDir(), ids, filepath.Join(n.Dir("hook-bin"), "nvidia-cdi-hook")) {
-			r.check(c.OK, c.Name, "%s", c.Detail)
-		}
 	}
+	return ids, metadata
+}
 
-	err = n.Unprepare(ctx, claim)
-	left, lerr := n.Leftovers()
+// unprepare unprepares the claim, checks that nothing is left and that no
+// GPU setting was changed.
+func (s *smokeSession) unprepare(r *report, claim *resourceapi.ResourceClaim) {
+	err := s.n.Unprepare(s.ctx, claim)
+	left, lerr := s.n.Leftovers()
 	r.check(err == nil && lerr == nil && left.Empty(), "unprepare", "error %v; left behind: %d CDI specs, %d checkpoint records", errors.Join(err, lerr), len(left.CDISpecs), len(left.Records))
 
-	calls := refused.List()
+	calls := s.refused.List()
 	r.check(len(calls) == 0, "no GPU setting changed", "refused attempts: %v", calls)
 }
 

@@ -1,0 +1,142 @@
+// Copyright 2026 The gpu-dra-driver Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// gpudra smoke container: the path a pod takes to its GPU, without a
+// cluster. One whole GPU is prepared through the in-process plugin; its CDI
+// devices are applied to an OCI runtime spec by the CDI library and runc
+// runs kernelprobe (test/gpusmoke/probe) in that container.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/spf13/cobra"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/ocirun"
+)
+
+type containerOptions struct {
+	smokeOptions
+	runc, rootfs string
+}
+
+func newSmokeContainerCommand() *cobra.Command {
+	o := containerOptions{}
+	cmd := &cobra.Command{
+		Use:   "container",
+		Short: "Run a CUDA probe in a container made from a prepared GPU's CDI spec (runc, no container runtime); changes no GPU setting",
+		Long: `Prepares one whole GPU as "smoke prepare" does, applies the claim's CDI
+devices to an OCI runtime spec with the CDI library (device nodes and their
+cgroup rules, driver library mounts, nvidia-cdi-hook hooks) over --rootfs and
+runs kernelprobe in it with --runc. The container must see only the claimed
+GPU's device node (and the control nodes), load libcuda by soname through the
+ld cache the hook wrote, and get cuInit 0, the claim's GPU UUID from
+cuDeviceGetUuid and a checked PTX kernel result; on simulated GPUs cuInit must
+give 100 (no device) and the rest is skipped. hack/smoke-container.sh builds
+runc and the rootfs. Needs root.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r := &report{out: cmd.OutOrStdout()}
+			smokeContainer(cmd.Context(), r, o)
+			return r.err()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.driverRoot, "driver-root", "/", "Root of the NVIDIA driver installation.")
+	f.StringVar(&o.nvmlLibrary, "nvml-library", "", "Explicit libnvidia-ml.so.1; searched under --driver-root when empty.")
+	f.StringVar(&o.hook, "hook", "bin/nvidia-cdi-hook", "nvidia-cdi-hook to install and name in the spec (make build).")
+	f.StringVar(&o.gpu, "gpu", "", "UUID or index of the GPU to prepare; default the first whole GPU published.")
+	f.DurationVar(&o.timeout, "timeout", 3*time.Minute, "Give up after this long.")
+	f.StringVar(&o.runc, "runc", "", "runc binary (hack/smoke-container.sh builds one).")
+	f.StringVar(&o.rootfs, "rootfs", "", "Container root filesystem with /bin/kernelprobe (hack/smoke-container.sh).")
+	f.StringVar(&o.simulate, "simulate", "", "Testing only: simulated NVML (e.g. h100x2) with the real driver backend under --driver-root; the device nodes there have no GPU behind them.")
+	_ = f.MarkHidden("simulate")
+	return cmd
+}
+
+func smokeContainer(ctx context.Context, r *report, o containerOptions) {
+	if o.runc == "" || o.rootfs == "" {
+		r.fail("container", "--runc and --rootfs are required (hack/smoke-container.sh prints both)")
+		return
+	}
+	if _, err := os.Stat(filepath.Join(o.rootfs, "bin", "kernelprobe")); err != nil {
+		r.fail("container", "--rootfs %s has no /bin/kernelprobe: %v (hack/smoke-container.sh builds it)", o.rootfs, err)
+		return
+	}
+	s, ok := openSmoke(ctx, r, o.smokeOptions)
+	if !ok {
+		return
+	}
+	defer s.close()
+	claim := smokeClaim(s.dev)
+	uuid := attrString(*s.dev, "uuid")
+	resp, err := s.n.Prepare(s.ctx, claim)
+	if err != nil {
+		r.fail("prepare", "%v", err)
+	} else {
+		ids, metadata := cdiIDs(resp)
+		r.pass("prepare", "CDI devices %v", ids)
+		runProbe(s.ctx, r, s, o, append(ids, metadata...), uuid)
+	}
+	s.unprepare(r, claim)
+}
+
+// runProbe runs kernelprobe in a container with the claim's CDI devices
+// (the device's and the metadata file's, as the kubelet hands both to the
+// runtime) and checks what it saw.
+func runProbe(ctx context.Context, r *report, s *smokeSession, o containerOptions, ids []string, uuid string) {
+	node, err := gpuDeviceNode(s.lib, uuid)
+	if err != nil {
+		r.fail("container", "%v", err)
+		return
+	}
+	work, err := os.MkdirTemp("", "gpu-smoke-container-")
+	if err != nil {
+		r.fail("container", "%v", err)
+		return
+	}
+	defer os.RemoveAll(work)
+	c := ocirun.Container{Runc: o.runc, Rootfs: o.rootfs, CDIDirs: []string{s.n.CDIDir()}, Devices: ids, Args: []string{"/bin/kernelprobe"}}
+	start := time.Now()
+	res, err := c.Run(ctx, work)
+	if err != nil {
+		r.fail("container: runc run", "%v; probe output: %s", err, strings.TrimSpace(res.Stdout))
+		return
+	}
+	r.pass("container: runc run", "runc %s, %d CDI devices applied, %d hooks, %.1fs", o.runc, len(ids), hookCount(res), time.Since(start).Seconds())
+	want := probeWant{nodes: map[string]string{}, gpuNode: node, uuid: uuid, realGPU: o.simulate == ""}
+	for _, d := range res.Spec.Linux.Devices {
+		if strings.HasPrefix(d.Path, "/dev/nvidia") {
+			want.nodes[d.Path] = fmt.Sprintf("%d:%d", d.Major, d.Minor)
+		}
+	}
+	checkProbe(r, res.Stdout, want)
+}
+
+// gpuDeviceNode is the GPU's device node, /dev/nvidia<minor>, as nvcdi
+// names it (nvidia-container-toolkit v1.20.1,
+// internal/platform-support/dgpu/nvml.go, from NVML's minor number).
+func gpuDeviceNode(lib nvml.Interface, uuid string) (string, error) {
+	dev, ret := lib.DeviceGetHandleByUUID(uuid)
+	if ret != nvml.SUCCESS {
+		return "", fmt.Errorf("NVML handle of %s: %v", uuid, ret)
+	}
+	minor, ret := dev.GetMinorNumber()
+	if ret != nvml.SUCCESS {
+		return "", fmt.Errorf("NVML minor number of %s: %v", uuid, ret)
+	}
+	return fmt.Sprintf("/dev/nvidia%d", minor), nil
+}
+
+func hookCount(res ocirun.Result) int {
+	h := res.Spec.Hooks
+	if h == nil {
+		return 0
+	}
+	return len(h.Prestart) + len(h.CreateRuntime) + len(h.CreateContainer) + len(h.StartContainer) + len(h.Poststart) + len(h.Poststop)
+}
