@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds (once per version, cached) everything the local cluster runs:
 # etcd, containerd, Kubernetes server binaries and kubectl, helm; and installs
-# the Debian packages the node needs. Safe to re-run: cached parts are skipped.
+# the Debian packages the node needs; `build.sh kueue` builds Kueue for its
+# e2e. Safe to re-run: cached parts are skipped.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 apt_deps() {
   local need=()
-  for p in runc busybox-static containernetworking-plugins iptables conntrack openssl curl iproute2 bsdextrautils; do
+  for p in runc busybox-static containernetworking-plugins iptables conntrack openssl curl iproute2 bsdextrautils jq; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
   [ ${#need[@]} -eq 0 ] && return
@@ -79,13 +80,34 @@ build_helm() {
   say "built helm $HELM_VERSION in $(since "$s")s"
 }
 
+# build_kueue: Kueue's manager from its own module (no replace directives,
+# so go install pkg@version builds it with Kueue's go.sum, not this
+# repository's go.mod), and the CRDs and webhook manifests of the same
+# module zip, for hack/cluster/kueue.sh.
+build_kueue() {
+  [ -x "$BIN_KUEUE/kueue" ] && [ -d "$BIN_KUEUE/crd" ] && return
+  local s dir; s=$(now)
+  mkdir -p "$BIN_KUEUE"
+  GOBIN=$BIN_KUEUE CGO_ENABLED=0 go install -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" \
+    "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" || die "kueue build failed"
+  dir=$(cd "$BIN_KUEUE" && go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$dir/config/components/crd/bases" ] || die "sigs.k8s.io/kueue@$KUEUE_VERSION has no config/components/crd/bases"
+  rm -rf "$BIN_KUEUE/crd" "$BIN_KUEUE/webhook"
+  cp -r "$dir/config/components/crd/bases" "$BIN_KUEUE/crd"
+  cp -r "$dir/config/components/webhook" "$BIN_KUEUE/webhook"
+  chmod -R u+w "$BIN_KUEUE/crd" "$BIN_KUEUE/webhook"
+  say "built kueue $KUEUE_VERSION in $(since "$s")s"
+}
+
 main() {
   local s; s=$(now)
   mkdir -p "$BIN_K8S" "$BIN_ETCD" "$BIN_CTRD" "$BIN_HELM"
   case "${1:-all}" in
     helm) build_helm ;;
+    kueue) build_kueue ;;
     all) apt_deps; build_helm; build_etcd; build_containerd; build_kubernetes ;;
-    *) die "usage: $0 [all|helm]" ;;
+    *) die "usage: $0 [all|helm|kueue]" ;;
   esac
   say "cluster binaries ready in $CACHE/bin ($(since "$s")s)"
 }

@@ -206,7 +206,8 @@ down() {
     for t in $(ctr -n k8s.io tasks ls -q 2>/dev/null); do ctr -n k8s.io tasks delete -f "$t" >/dev/null 2>&1; done
     for t in $(ctr -n k8s.io containers ls -q 2>/dev/null); do ctr -n k8s.io containers delete "$t" >/dev/null 2>&1; done
   fi
-  local c; for c in containerd kube-controller-manager kube-scheduler kube-apiserver etcd; do stop "$c"; done
+  # kueue: the Kueue e2e's manager (kueue.sh), when a run left it.
+  local c; for c in kueue containerd kube-controller-manager kube-scheduler kube-apiserver etcd; do stop "$c"; done
   local f; for f in "$CLUSTER"/run/containerd/io.containerd.runtime.v2.task/k8s.io/*/shim.pid; do
     [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
   grep -oE " ($CLUSTER|$KUBELET_DIR)(/[^ ]+)?( |$)" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done

@@ -5,12 +5,18 @@ K8S_VERSION=${K8S_VERSION:-1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
+# Kueue, for the Kueue e2e only (hack/cluster/kueue.sh): its DRA quota
+# (resources.deviceClassMappings, feature gate DynamicResourceAllocation)
+# counts the devices of resource.k8s.io/v1 claim templates per class
+# (v0.17.0, pkg/dra/claims.go countDevicesPerClass).
+KUEUE_VERSION=${KUEUE_VERSION:-v0.17.0}
 
 CACHE=${GPU_DRA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-dra-driver}
 BIN_K8S=$CACHE/bin/kubernetes-v$K8S_VERSION
 BIN_ETCD=$CACHE/bin/etcd-$ETCD_VERSION
 BIN_CTRD=$CACHE/bin/containerd-$CONTAINERD_VERSION
 BIN_HELM=$CACHE/bin/helm-$HELM_VERSION
+BIN_KUEUE=$CACHE/bin/kueue-$KUEUE_VERSION
 CLUSTER=${GPU_DRA_CLUSTER_DIR:-$CACHE/cluster}
 KUBECONFIG_PATH=$CLUSTER/kubeconfig
 PKI=$CLUSTER/pki
