@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -134,6 +136,8 @@ func TestGPUOperatorValuesReachTheClusterPolicy(t *testing.T) {
 		"toolkit.enabled":      true,
 		"cdi.enabled":          true,
 		"dcgmExporter.enabled": true,
+		// Its VFIO and vGPU managers would bind GPUs away from us.
+		"sandboxWorkloads.enabled": false,
 	}
 	for path, v := range want {
 		if got, ok := lookup(spec, path); !ok || got != v {
@@ -165,7 +169,7 @@ func TestGPUOperatorValuesReachTheClusterPolicy(t *testing.T) {
 	}
 	schema, _ := lookup(v0[0].(map[string]any), "schema.openAPIV3Schema")
 	for _, path := range []string{"devicePlugin.enabled", "migManager.enabled", "driver.enabled", "toolkit.enabled",
-		"toolkit.env", "cdi.enabled", "dcgmExporter.enabled", "dcgmExporter.args", "hostPaths.driverInstallDir"} {
+		"toolkit.env", "cdi.enabled", "sandboxWorkloads.enabled", "dcgmExporter.enabled", "dcgmExporter.args", "hostPaths.driverInstallDir"} {
 		if !schemaHas(schema, "spec."+path) {
 			t.Errorf("the ClusterPolicy CRD has no spec.%s", path)
 		}
@@ -343,4 +347,33 @@ func allows(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
 		}
 	}
 	return false
+}
+
+// docs/install.md shows the values this test renders with, as they are.
+func TestGPUOperatorDocShowsTheTestedValues(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/install.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const heading = "\n## Beside the NVIDIA GPU Operator\n"
+	_, section, ok := strings.Cut(string(doc), heading)
+	if !ok {
+		t.Fatalf("docs/install.md has no section %q", strings.TrimSpace(heading))
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(section, -1)
+	files := []string{operatorValuesFile, besideValuesFile}
+	if len(blocks) != len(files) {
+		t.Fatalf("the section shows %d YAML blocks, want %d (%v)", len(blocks), len(files), files)
+	}
+	for i, file := range files {
+		var shown, tested any
+		if err := yaml.Unmarshal([]byte(blocks[i][1]), &shown); err != nil {
+			t.Fatalf("docs/install.md YAML block %d: %v", i+1, err)
+		}
+		mustReadYAML(t, file, &tested)
+		if !reflect.DeepEqual(shown, tested) {
+			t.Errorf("docs/install.md YAML block %d differs from %s:\ndoc:  %v\nfile: %v", i+1, file, shown, tested)
+		}
+	}
 }
