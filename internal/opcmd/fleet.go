@@ -102,22 +102,39 @@ func NewCapacityCommand(prog string) *cobra.Command {
 	var o *fleetOptions
 	var req fleetview.Request
 	var limit int
+	var forRef, file string
 	cmd := &cobra.Command{
-		Use:   "capacity (--mig-profile PROFILE | --class NAME | --template [NAMESPACE/]NAME)",
-		Short: "How many more claims of a kind the fleet can take now, per node and in total",
-		Long: `capacity answers "would 20 more 1g.10gb pods fit": for each node it
-allocates copies of the claim one after the other with the kube-scheduler's
-own allocator, on the node's published devices with every current allocation
-booked, until one does not fit. That is what creating that many pods does as
-far as devices go; CPU, memory, node taints and cordons are not counted.`,
-		Example: fmt.Sprintf(`  %[1]s capacity --mig-profile 1g.10gb              one MIG device of that profile
-  %[1]s capacity --class gpu.nvidia.com --count 2   two devices of a class per claim
-  %[1]s capacity --template ml/one-h100             a claim from a ResourceClaimTemplate
-  %[1]s capacity --template one-h100 -n ml -o json  the same, as JSON`, prog),
+		Use:   "capacity (--for KIND/NAME | -f FILE | --mig-profile PROFILE | --class NAME | --template [NAMESPACE/]NAME)",
+		Short: "How many more pods of a workload, or claims of a kind, the fleet can take now, per node and in total",
+		Long: `capacity answers "how many more replicas of this Deployment fit".
+
+With --for KIND/NAME (a Deployment, StatefulSet, ReplicaSet, Job or Pod) or
+-f FILE (a manifest of one of them) it counts copies of the pod template, node
+by node, through the kube-scheduler's filters: NodeUnschedulable (cordoned),
+TaintToleration (NoSchedule and NoExecute taints), NodeAffinity (nodeSelector
+and required affinity), NodeResourcesFit (CPU, memory, pod slots and other
+requests against the node's allocatable, less the requests of its pods) and
+DynamicResources (the pod's claims, from their templates, allocated by the
+scheduler's own allocator with every current allocation booked). Each node
+that takes no more says which filter stops it, as the scheduler names it.
+
+With --mig-profile, --class or --template it counts claims only: devices,
+not CPU, memory, taints or cordons.`,
+		Example: fmt.Sprintf(`  %[1]s capacity --for deployment/inference -n ml     more replicas of a Deployment
+  %[1]s capacity -f pod.yaml -o json                  more copies of a pod manifest
+  %[1]s capacity --mig-profile 1g.10gb                claims for one MIG device of that profile
+  %[1]s capacity --class gpu.nvidia.com --count 2     claims for two devices of a class
+  %[1]s capacity --template ml/one-h100               claims from a ResourceClaimTemplate`, prog),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.out.check(); err != nil {
 				return err
+			}
+			if forRef != "" || file != "" {
+				if forRef != "" && file != "" || req != (fleetview.Request{}) {
+					return fmt.Errorf("--for and -f count pods: give one of them, without --mig-profile, --class, --template or --count")
+				}
+				return o.podCapacity(cmd, forRef, file, limit)
 			}
 			if req.Template != "" {
 				t, err := o.cluster.qualify("--template", req.Template)
@@ -142,10 +159,61 @@ far as devices go; CPU, memory, node taints and cordons are not counted.`,
 	}
 	o = newFleetOptions(cmd, prog, "wide (every node, also those that take none), json or yaml (default: a table)")
 	f := cmd.Flags()
+	f.StringVar(&forRef, "for", "", "count more pods of this workload's template: deployment/NAME, statefulset/NAME, replicaset/NAME, job/NAME or pod/NAME (in -n's namespace)")
+	f.StringVarP(&file, "filename", "f", "", "count more pods of the one Pod, Deployment, StatefulSet, ReplicaSet or Job in this manifest (- for standard input)")
 	f.StringVar(&req.MigProfile, "mig-profile", "", "one MIG device of this profile (e.g. 1g.10gb) per claim, through the MIG DeviceClass")
 	f.StringVar(&req.Class, "class", "", "devices of this DeviceClass per claim (--count, default 1)")
 	f.StringVar(&req.Template, "template", "", "a claim from this ResourceClaimTemplate (NAMESPACE/NAME, or NAME in the namespace kubectl would use)")
 	f.Int64Var(&req.Count, "count", 0, "devices per claim with --class or --mig-profile (default 1)")
-	f.IntVar(&limit, "max-per-node", 1000, "stop counting a node at this many claims (the total is then a floor)")
+	f.IntVar(&limit, "max-per-node", 1000, "stop counting a node at this many claims or pods (the total is then a floor)")
 	return cmd
+}
+
+// podCapacity is capacity --for and -f: the workload's pod, counted
+// through the scheduler's filters.
+func (o *fleetOptions) podCapacity(cmd *cobra.Command, forRef, file string, limit int) error {
+	ctx := cmd.Context()
+	ns := o.cluster.namespace()
+	var shape *fleetview.PodShape
+	var snap *diagnose.Snapshot
+	var err error
+	if file != "" {
+		if shape, err = fleetview.ReadShapeFile(file, ns); err != nil {
+			return err
+		}
+	}
+	if o.cluster.from != "" {
+		if forRef != "" {
+			return fmt.Errorf("--for reads the workload from the cluster; with --from give the pod as -f FILE")
+		}
+		if snap, err = o.snapshot(ctx, ""); err != nil {
+			return err
+		}
+	} else {
+		if os.Getenv("GOMEMLIMIT") == "" {
+			debug.SetMemoryLimit(fleetMemoryLimit)
+		}
+		cs, err := o.cluster.client()
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, o.cluster.timeout)
+		defer cancel()
+		if forRef != "" {
+			if shape, err = fleetview.GetShape(ctx, cs, ns, forRef); err != nil {
+				return err
+			}
+		}
+		if snap, err = fleetview.GatherForPod(ctx, cs, o.cluster.driverName, shape.Pod.Namespace); err != nil {
+			return err
+		}
+	}
+	r, err := fleetview.PodCapacity(ctx, snap, shape, o.node, limit)
+	if err != nil {
+		return err
+	}
+	if printed, err := o.out.print(cmd.OutOrStdout(), r); printed {
+		return err
+	}
+	return r.WriteTable(cmd.OutOrStdout())
 }

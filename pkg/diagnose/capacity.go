@@ -40,6 +40,16 @@ type NodeCapacity struct {
 // bound to one node (allNodes, nodeSelector) are left out: counting them
 // per node would count their devices once per node.
 func Capacity(ctx context.Context, s *Snapshot, claim *resourceapi.ResourceClaim, limit int) ([]NodeCapacity, error) {
+	return CapacityOf(ctx, s, []*resourceapi.ResourceClaim{claim}, limit)
+}
+
+// CapacityOf is Capacity for a pod's claims together: a copy of the pod
+// fits a node when the allocator allocates all of them there at once, as
+// the scheduler's DynamicResources filter does. claims must not be empty.
+func CapacityOf(ctx context.Context, s *Snapshot, claims []*resourceapi.ResourceClaim, limit int) ([]NodeCapacity, error) {
+	if len(claims) == 0 {
+		return nil, fmt.Errorf("capacity: no claim to count")
+	}
 	if limit <= 0 {
 		return nil, fmt.Errorf("capacity limit %d: must be at least 1", limit)
 	}
@@ -80,11 +90,24 @@ func Capacity(ctx context.Context, s *Snapshot, claim *resourceapi.ResourceClaim
 		}
 	}
 
-	probe := claim.DeepCopy()
-	probe.Status = resourceapi.ResourceClaimStatus{}
-	match, err := s.requestMatcher(probe)
-	if err != nil {
-		return nil, err
+	probes := make([]*resourceapi.ResourceClaim, len(claims))
+	matchers := make([]func(string, *resourceapi.Device) bool, len(claims))
+	for i, claim := range claims {
+		probes[i] = claim.DeepCopy()
+		probes[i].Status = resourceapi.ResourceClaimStatus{}
+		m, err := s.requestMatcher(probes[i])
+		if err != nil {
+			return nil, err
+		}
+		matchers[i] = m
+	}
+	match := func(driver string, d *resourceapi.Device) bool {
+		for _, m := range matchers {
+			if m(driver, d) {
+				return true
+			}
+		}
+		return false
 	}
 	out := make([]NodeCapacity, len(nodes))
 	errs := make([]error, len(nodes))
@@ -96,7 +119,7 @@ func Capacity(ctx context.Context, s *Snapshot, claim *resourceapi.ResourceClaim
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				out[i], errs[i] = s.nodeCapacity(ctx, nodes[i], nodeSlices[nodes[i]], nodeAllocs[nodes[i]], poolNode, probe, match, limit, &memo)
+				out[i], errs[i] = s.nodeCapacity(ctx, nodes[i], nodeSlices[nodes[i]], nodeAllocs[nodes[i]], poolNode, probes, match, limit, &memo)
 			}
 		}()
 	}
@@ -114,7 +137,7 @@ func Capacity(ctx context.Context, s *Snapshot, claim *resourceapi.ResourceClaim
 }
 
 func (s *Snapshot) nodeCapacity(ctx context.Context, name string, slices []*resourceapi.ResourceSlice, allocs []*resourceapi.AllocationResult,
-	poolNode map[string]string, probe *resourceapi.ResourceClaim, match func(driver string, d *resourceapi.Device) bool, limit int, memo *sync.Map) (NodeCapacity, error) {
+	poolNode map[string]string, probes []*resourceapi.ResourceClaim, match func(driver string, d *resourceapi.Device) bool, limit int, memo *sync.Map) (NodeCapacity, error) {
 	node := s.node(name)
 	if node == nil {
 		node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
@@ -130,11 +153,11 @@ func (s *Snapshot) nodeCapacity(ctx context.Context, name string, slices []*reso
 	// number: count once.
 	key := name
 	if memoize {
-		key = signature(slices, state, !namesUUID(probe))
+		key = signature(slices, state, !namesUUID(probes))
 	}
 	entry, _ := memo.LoadOrStore(key, &nodeCount{})
 	nc := entry.(*nodeCount)
-	nc.once.Do(func() { nc.NodeCapacity, nc.err = count(ctx, s, node, slices, state, probe, limit) })
+	nc.once.Do(func() { nc.NodeCapacity, nc.err = count(ctx, s, node, slices, state, probes, limit) })
 	return NodeCapacity{Node: name, Count: nc.Count, AtLimit: nc.AtLimit}, nc.err
 }
 
@@ -147,8 +170,8 @@ type nodeCount struct {
 	err error
 }
 
-// count allocates copies of probe on one node until one does not fit.
-func count(ctx context.Context, s *Snapshot, node *corev1.Node, slices []*resourceapi.ResourceSlice, state allocatedState, probe *resourceapi.ResourceClaim, limit int) (NodeCapacity, error) {
+// count allocates copies of probes on one node until they do not fit.
+func count(ctx context.Context, s *Snapshot, node *corev1.Node, slices []*resourceapi.ResourceSlice, state allocatedState, probes []*resourceapi.ResourceClaim, limit int) (NodeCapacity, error) {
 	name := node.Name
 	nc := NodeCapacity{Node: name}
 	for nc.Count < limit {
@@ -161,14 +184,16 @@ func count(ctx context.Context, s *Snapshot, node *corev1.Node, slices []*resour
 		if err != nil {
 			return nc, err
 		}
-		res, err := alloc.Allocate(ctx, node, []*resourceapi.ResourceClaim{probe})
+		res, err := alloc.Allocate(ctx, node, probes)
 		if err != nil {
 			return nc, fmt.Errorf("node %s: %w", name, err)
 		}
 		if len(res) == 0 {
 			return nc, nil
 		}
-		state.book(&res[0], nil)
+		for i := range res {
+			state.book(&res[i], nil)
+		}
 		nc.Count++
 	}
 	nc.AtLimit = true
@@ -250,8 +275,17 @@ func signature(slices []*resourceapi.ResourceSlice, state allocatedState, rename
 	return string(h.Sum(nil))
 }
 
-// namesUUID reports whether a claim's selectors mention a UUID attribute.
-func namesUUID(claim *resourceapi.ResourceClaim) bool {
+// namesUUID reports whether some claim's selectors mention a UUID attribute.
+func namesUUID(claims []*resourceapi.ResourceClaim) bool {
+	for _, claim := range claims {
+		if claimNamesUUID(claim) {
+			return true
+		}
+	}
+	return false
+}
+
+func claimNamesUUID(claim *resourceapi.ResourceClaim) bool {
 	for _, r := range claim.Spec.Devices.Requests {
 		var sels []resourceapi.DeviceSelector
 		if r.Exactly != nil {

@@ -144,17 +144,10 @@ func Capacity(ctx context.Context, s *diagnose.Snapshot, r Request, node string,
 		return nil, err
 	}
 	if node != "" {
-		narrowed := *s
-		narrowed.Slices = nil
-		for _, sl := range s.Slices {
-			if sl.Spec.NodeName != nil && *sl.Spec.NodeName == node {
-				narrowed.Slices = append(narrowed.Slices, sl)
-			}
-		}
-		if len(narrowed.Slices) == 0 {
+		s = narrow(s, node)
+		if len(s.Slices) == 0 {
 			return nil, fmt.Errorf("--node %s: the node publishes no ResourceSlices", node)
 		}
-		s = &narrowed
 	}
 	nodes, err := diagnose.Capacity(ctx, s, claim, limit)
 	if err != nil {
