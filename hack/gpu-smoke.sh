@@ -16,7 +16,20 @@
 #      must allocate 1 GiB and must fail to allocate 3 GiB; the daemon is
 #      stopped with `quit`. Skipped without nvidia-cuda-mps-control in the
 #      driver root, without PyTorch, or when GPU 0 is in MIG mode;
-#   4. the GPUs' settings compared before and after.
+#   4. a container, the path a pod takes to its GPU without a container
+#      runtime: one whole GPU prepared as in 2, its CDI devices applied to an
+#      OCI runtime spec by the CDI library (device nodes with their cgroup
+#      rules, driver library mounts, nvidia-cdi-hook create-symlinks and
+#      update-ldcache), runc (built from its Go module) running
+#      test/gpusmoke/probe/kernelprobe.c over Debian's libc
+#      (hack/smoke-container.sh builds both into the cache). Inside, the
+#      probe must see only the claimed GPU's /dev/nvidiaN (and the control
+#      nodes), load libcuda by soname through the ld cache the hook wrote,
+#      get cuInit 0, the claim's UUID from cuDeviceGetUuid, and run a PTX
+#      kernel (JIT-compiled by the driver) whose result it checks. On
+#      simulated GPUs (the tests) cuInit must give 100 and the rest is
+#      skipped. Rows "container: ..."; skipped without root;
+#   5. the GPUs' settings compared before and after.
 #
 # It never changes MIG mode, compute mode, the time slice, persistence mode or
 # clocks, and never resets a GPU: nvidia-smi is only queried, and the plugin
@@ -32,6 +45,7 @@
 #   GPU_SMOKE_PLUGIN_ARGS   extra arguments for --print-slices (split on spaces)
 #   GPU_SMOKE_PREPARE_ARGS  extra arguments for gpudra smoke prepare (split on spaces)
 #   GPU_SMOKE_PYTHON        python with PyTorch for the MPS client (default python3)
+#   GPU_SMOKE_CONTAINER     skip: leave out step 4
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -204,7 +218,31 @@ mps_step() {
 }
 mps_step
 
-# 4. Nothing changed.
+# 4. The container: the claim's CDI spec applied to an OCI runtime spec,
+# runc running the CUDA probe over Debian's libc (hack/smoke-container.sh
+# builds both, cached).
+container_step() {
+  local deps runc rootfs
+  if [ "${GPU_SMOKE_CONTAINER:-run}" = skip ]; then
+    row SKIP "container" "GPU_SMOKE_CONTAINER=skip"
+    return
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    row SKIP "container" "runc needs root"
+    return
+  fi
+  if ! deps=$(hack/smoke-container.sh 2> "$WORK/deps.err"); then
+    row FAIL "container" "hack/smoke-container.sh: $(tail -n 3 "$WORK/deps.err")"
+    return
+  fi
+  runc=$(awk '$1 == "runc" { print $2 }' <<< "$deps")
+  rootfs=$(awk '$1 == "rootfs" { print $2 }' <<< "$deps")
+  gather "gpudra smoke container" "$GPUDRA" smoke container --driver-root "$DRIVER_ROOT" --hook "$HOOK" \
+    --runc "$runc" --rootfs "$rootfs" "${PREPARE_ARGS[@]}"
+}
+container_step
+
+# 5. Nothing changed.
 settings > "$WORK/settings.after"
 if cmp -s "$WORK/settings.before" "$WORK/settings.after"; then
   row PASS "GPU settings unchanged (nvidia-smi)" "MIG mode, compute mode, persistence, application clocks, power limit, compute policy"

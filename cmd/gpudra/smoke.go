@@ -22,10 +22,13 @@ type result struct {
 type report struct {
 	out     io.Writer
 	results []result
+	// prefix names the step in front of each check, where a step repeats
+	// another's checks (the container step prepares as prepare does).
+	prefix string
 }
 
 func (r *report) add(status, check, format string, args ...any) {
-	res := result{status, check, strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " ")}
+	res := result{status, r.prefix + check, strings.ReplaceAll(fmt.Sprintf(format, args...), "\n", " ")}
 	r.results = append(r.results, res)
 	fmt.Fprintf(r.out, "%s\t%s\t%s\n", res.status, res.check, res.detail)
 }

@@ -60,12 +60,13 @@ runc and the rootfs. Needs root.`,
 }
 
 func smokeContainer(ctx context.Context, r *report, o containerOptions) {
+	r.prefix = "container: "
 	if o.runc == "" || o.rootfs == "" {
-		r.fail("container", "--runc and --rootfs are required (hack/smoke-container.sh prints both)")
+		r.fail("setup", "--runc and --rootfs are required (hack/smoke-container.sh prints both)")
 		return
 	}
 	if _, err := os.Stat(filepath.Join(o.rootfs, "bin", "kernelprobe")); err != nil {
-		r.fail("container", "--rootfs %s has no /bin/kernelprobe: %v (hack/smoke-container.sh builds it)", o.rootfs, err)
+		r.fail("setup", "--rootfs %s has no /bin/kernelprobe: %v (hack/smoke-container.sh builds it)", o.rootfs, err)
 		return
 	}
 	s, ok := openSmoke(ctx, r, o.smokeOptions)
@@ -92,12 +93,12 @@ func smokeContainer(ctx context.Context, r *report, o containerOptions) {
 func runProbe(ctx context.Context, r *report, s *smokeSession, o containerOptions, ids []string, uuid string) {
 	node, err := gpuDeviceNode(s.lib, uuid)
 	if err != nil {
-		r.fail("container", "%v", err)
+		r.fail("setup", "%v", err)
 		return
 	}
 	work, err := os.MkdirTemp("", "gpu-smoke-container-")
 	if err != nil {
-		r.fail("container", "%v", err)
+		r.fail("setup", "%v", err)
 		return
 	}
 	defer os.RemoveAll(work)
@@ -105,10 +106,10 @@ func runProbe(ctx context.Context, r *report, s *smokeSession, o containerOption
 	start := time.Now()
 	res, err := c.Run(ctx, work)
 	if err != nil {
-		r.fail("container: runc run", "%v; probe output: %s", err, strings.TrimSpace(res.Stdout))
+		r.fail("runc run", "%v; probe output: %s", err, strings.TrimSpace(res.Stdout))
 		return
 	}
-	r.pass("container: runc run", "runc %s, %d CDI devices applied, %d hooks, %.1fs", o.runc, len(ids), hookCount(res), time.Since(start).Seconds())
+	r.pass("runc run", "runc %s, %d CDI devices applied, %d hooks, %.1fs", o.runc, len(ids), hookCount(res), time.Since(start).Seconds())
 	want := probeWant{nodes: map[string]string{}, gpuNode: node, uuid: uuid, realGPU: o.simulate == ""}
 	for _, d := range res.Spec.Linux.Devices {
 		if strings.HasPrefix(d.Path, "/dev/nvidia") {

@@ -83,7 +83,7 @@ type probeWant struct {
 func checkProbe(r *report, out string, want probeWant) {
 	p := parseProbe(out)
 	if !p.done {
-		r.fail("container: probe ran", "no \"done\" line: %s", lastLine(out))
+		r.fail("probe ran", "no \"done\" line: %s", lastLine(out))
 		return
 	}
 	var seen, gpus []string
@@ -99,24 +99,24 @@ func checkProbe(r *report, out string, want probeWant) {
 	}
 	slices.Sort(seen)
 	slices.Sort(spec)
-	r.check(slices.Equal(seen, spec) && slices.Equal(gpus, []string{want.gpuNode}), "container: device nodes",
+	r.check(slices.Equal(seen, spec) && slices.Equal(gpus, []string{want.gpuNode}), "device nodes",
 		"saw %v; the spec's %v; GPU nodes %v, want only %s", seen, spec, gpus, want.gpuNode)
 
-	r.check(p.ldcache != "" && p.ldcache != "none" && p.lib == p.ldcache, "container: libcuda via the hook's ld cache",
+	r.check(p.ldcache != "" && p.ldcache != "none" && p.lib == p.ldcache, "libcuda via the hook's ld cache",
 		"ld.so.cache names %s; dlopen(\"libcuda.so.1\") loaded %s", p.ldcache, p.lib)
 
 	wantInit, why := 100, "simulated device nodes, no GPU behind them"
 	if want.realGPU {
 		wantInit, why = 0, "a real GPU"
 	}
-	r.check(p.cuInit == wantInit, "container: cuInit", "cuInit %d %s, want %d (%s)", p.cuInit, p.initName, wantInit, why)
+	r.check(p.cuInit == wantInit, "cuInit", "cuInit %d %s, want %d (%s)", p.cuInit, p.initName, wantInit, why)
 	if !want.realGPU {
-		r.skip("container: GPU UUID and CUDA kernel", "skipped: no GPU (cuInit %d on simulated device nodes)", p.cuInit)
+		r.skip("GPU UUID and CUDA kernel", "skipped: no GPU (cuInit %d on simulated device nodes)", p.cuInit)
 		return
 	}
-	r.check(p.count == 1 && len(p.uuids) == 1 && p.uuids[0] == want.uuid, "container: GPU UUID",
+	r.check(p.count == 1 && len(p.uuids) == 1 && p.uuids[0] == want.uuid, "GPU UUID",
 		"cuDeviceGetCount %d, cuDeviceGetUuid %v, want only the claim's %s", p.count, p.uuids, want.uuid)
-	r.check(strings.HasPrefix(p.kernel, "PASS"), "container: CUDA kernel", "PTX JIT-compiled by the driver, out[i] = i*i: %s", orNone(p.kernel))
+	r.check(strings.HasPrefix(p.kernel, "PASS"), "CUDA kernel", "PTX JIT-compiled by the driver, out[i] = i*i: %s", orNone(p.kernel))
 }
 
 func lastLine(s string) string {
