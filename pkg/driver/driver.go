@@ -69,6 +69,13 @@ type Config struct {
 	// NoDeviceMetadata leaves out the device metadata files that are
 	// otherwise mounted into containers (metadata.go).
 	NoDeviceMetadata bool
+	// ReferenceWait is told, while start waits for claims that NVIDIA's
+	// reference driver prepared on the node (reference.go), why: /readyz
+	// says it. "" when the wait is over. Optional.
+	ReferenceWait func(msg string)
+	// ReferencePoll is how often that wait looks again;
+	// DefaultReferencePoll when zero.
+	ReferencePoll time.Duration
 }
 
 // Driver is a running kubelet plugin.
@@ -103,6 +110,8 @@ var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 // leaves everything that needs the API server (publishing slices, removing
 // claims deleted meanwhile, reporting) to the background: a node that
 // boots while the API server is away serves its prepared claims at once.
+// First, while NVIDIA's reference driver still has claims prepared on the
+// node, it waits (reference.go) and returns ctx's error if ctx ends then.
 func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	logger := klog.FromContext(ctx)
 	if cfg.Metrics == nil {
@@ -110,6 +119,10 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	if cfg.Health.TaintEffect == "" {
 		cfg.Health.TaintEffect = resourceapi.DeviceTaintEffectNoSchedule
+	}
+	// Before anything is read, swept or published.
+	if err := waitForReferenceDriver(ctx, cfg); err != nil {
+		return nil, err
 	}
 	// Another instance of the plugin may still serve this node (rolling
 	// update): wait for its in-flight calls, then own the state.
