@@ -262,7 +262,7 @@ func ascending(res resourceslice.DriverResources, g *nvdev.GPU) resourceslice.Dr
 	}
 	for _, p := range g.MigProfiles {
 		for _, pl := range p.Placements {
-			order = append(order, byName[resourceslices.MigDeviceName(g.Minor, p.Name, pl.Start)])
+			order = append(order, byName[resourceslices.DynamicMigDeviceName(g.Minor, p, pl.Start)])
 		}
 	}
 	// Devices that are neither the GPU nor its MIG devices (the GPU's

@@ -126,6 +126,14 @@ func Usage(s *diagnose.Snapshot, f Filter) []GPU {
 				continue
 			}
 			refs[sl.Spec.Driver+"/"+sl.Spec.Pool.Name+"/"+d.Name] = r
+			// A claim allocated before dynamic MIG names carried the
+			// profile ID holds the device by its older name, which the
+			// node may no longer publish.
+			if legacy, ok := resourceslices.LegacyMigDeviceName(d.Name); ok && r.typ == resourceslices.TypeMIG {
+				if key := sl.Spec.Driver + "/" + sl.Spec.Pool.Name + "/" + legacy; refs[key] == nil {
+					refs[key] = r
+				}
+			}
 			g := gpus[r.gpu]
 			if g == nil {
 				g = &GPU{Node: node, Index: -1, Use: Free}
@@ -244,25 +252,25 @@ func describe(driver, node string, d *resourceapi.Device, uuidByName map[string]
 		}
 	case resourceslices.TypeMIG:
 		parent := attrString(driver, d, resourceslices.AttrParentUUID)
-		minor, cleanProfile, start, ok := resourceslices.ParseMigDeviceName(d.Name)
+		name, ok := resourceslices.ParseMigDeviceName(d.Name)
 		if parent == "" {
 			if !ok {
 				return nil
 			}
-			parent = uuidByName[node+"/"+resourceslices.GPUDeviceName(minor)]
+			parent = uuidByName[node+"/"+resourceslices.GPUDeviceName(name.ParentMinor)]
 			if parent == "" {
-				parent = fmt.Sprintf("minor-%d", minor)
+				parent = fmt.Sprintf("minor-%d", name.ParentMinor)
 			}
 		}
 		r.gpu = node + "/" + parent
 		r.profile = attrString(driver, d, resourceslices.AttrProfile)
 		if r.profile == "" {
-			r.profile = cleanProfile
+			r.profile = name.Profile
 		}
 		// A dynamic MIG device's placement is the memory slices it
 		// consumes; a static one consumes none, and its name gives the
 		// start.
-		r.start, r.size = int(start), 1
+		r.start, r.size = int(name.Start), 1
 		if st, sz, ok := resourceslices.MigPlacement(d); ok {
 			r.start, r.size = st, sz
 		}

@@ -142,6 +142,14 @@ type Options struct {
 	// the list changed can still be unprepared (and restored after a
 	// reboot), and the scheduler keeps counting what it occupies.
 	HeldMigProfiles map[string][]string
+	// HeldLegacyMigNames are the dynamic MIG devices the checkpoint holds
+	// under the names of the releases before the names carried the
+	// profile ID (MigName.LegacyName). Each is published under that name
+	// too, beside its current name and consuming the same counters: the
+	// scheduler counts what an allocated device consumes only while the
+	// device is published, and would otherwise hand its placement (or its
+	// whole GPU) to another claim, which prepare then refuses.
+	HeldLegacyMigNames map[string]bool
 	// Passthrough selects the GPUs that are also published as vfio
 	// devices for virtual machines (passthrough.go).
 	Passthrough PassthroughSelector

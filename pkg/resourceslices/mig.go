@@ -33,39 +33,6 @@ const (
 	counterComputeSlices = "compute-slices"
 )
 
-// MigDeviceName names a MIG device after its GPU, profile and placement:
-// "gpu-0-mig-1g10gb-3". Placement, not creation order, identifies it, so
-// the name is the same before and after the device exists.
-func MigDeviceName(parentMinor int, profile string, start uint32) string {
-	clean := strings.NewReplacer(".", "", "+", "").Replace(profile)
-	return fmt.Sprintf("gpu-%d-mig-%s-%d", parentMinor, clean, start)
-}
-
-// ParseMigDeviceName is MigDeviceName's inverse for readers of published
-// slices (gpudra usage): the parent's minor, the profile as the name spells
-// it (without "." and "+": "1g10gb"; read the profile attribute for the
-// real one) and the placement start. ok is false for other device names.
-func ParseMigDeviceName(name string) (parentMinor int, profile string, start uint32, ok bool) {
-	rest, found := strings.CutPrefix(name, "gpu-")
-	if !found {
-		return 0, "", 0, false
-	}
-	minor, rest, found := strings.Cut(rest, "-mig-")
-	if !found {
-		return 0, "", 0, false
-	}
-	i := strings.LastIndex(rest, "-")
-	if i <= 0 {
-		return 0, "", 0, false
-	}
-	m, err1 := strconv.Atoi(minor)
-	s, err2 := strconv.ParseUint(rest[i+1:], 10, 32)
-	if err1 != nil || err2 != nil || m < 0 {
-		return 0, "", 0, false
-	}
-	return m, rest[:i], uint32(s), true
-}
-
 // MigPlacement reads a dynamic MIG device's placement from the memory
 // slices it consumes (its memory-slice-<i> counters): the first slice and
 // how many. MIG devices do not publish their placement as attributes
@@ -196,7 +163,11 @@ func MigDevice(inv *nvdev.Inventory, g *nvdev.GPU, p nvdev.MigProfile, start, si
 		CapMemory:          {Value: *resource.NewQuantity(int64(p.Info.MemorySizeMB)<<20, resource.BinarySI)},
 		CapMultiprocessors: {Value: *resource.NewQuantity(int64(p.Info.MultiprocessorCount), resource.DecimalSI)},
 	}
-	return resourceapi.Device{Name: MigDeviceName(g.Minor, p.Name, start), Attributes: attrs, Capacity: capacity}
+	name := MigDeviceName(g.Minor, p.Name, start)
+	if uuid == "" {
+		name = DynamicMigDeviceName(g.Minor, p, start)
+	}
+	return resourceapi.Device{Name: name, Attributes: attrs, Capacity: capacity}
 }
 
 // MigDetails describe a MIG entry beyond what it publishes: its

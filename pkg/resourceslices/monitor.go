@@ -35,7 +35,7 @@ const monitorSuffix = "-monitor"
 func MonitorDeviceName(minor int) string { return GPUDeviceName(minor) + monitorSuffix }
 
 // IsMonitorDeviceName reports whether name is a monitor device's name.
-// Device names of the other kinds ("gpu-3", "gpu-3-mig-1g10gb-0") never
+// Device names of the other kinds ("gpu-3", "gpu-3-mig-1g10gb-19-0") never
 // match.
 func IsMonitorDeviceName(name string) bool {
 	rest, ok := strings.CutPrefix(name, "gpu-")

@@ -88,7 +88,7 @@ func TestMonitorDevicesArePublished(t *testing.T) {
 func TestIsMonitorDeviceName(t *testing.T) {
 	for name, want := range map[string]bool{
 		"gpu-0-monitor": true, "gpu-12-monitor": true,
-		"gpu-0": false, "gpu-0-mig-1g10gb-0": false, "gpu--monitor": false, "gpu-x-monitor": false, "gpu-01-monitor": false, "monitor": false,
+		"gpu-0": false, "gpu-0-mig-1g10gb-19-0": false, "gpu-0-mig-1g10gb-0": false, "gpu--monitor": false, "gpu-x-monitor": false, "gpu-01-monitor": false, "monitor": false,
 	} {
 		if got := resourceslices.IsMonitorDeviceName(name); got != want {
 			t.Errorf("IsMonitorDeviceName(%q) = %v, want %v", name, got, want)

@@ -116,12 +116,12 @@ func TestPlacementOrder(t *testing.T) {
 		}
 	}
 	want := []string{
-		"1g10gb-0", "1g10gb-1", "1g10gb-2", "1g10gb-3", "1g10gb-4", "1g10gb-5", "1g10gb-6",
-		"1g10gbme-0", "1g10gbme-1", "1g10gbme-2", "1g10gbme-3", "1g10gbme-4", "1g10gbme-5", "1g10gbme-6",
-		"1g20gb-6", "1g20gb-0", "1g20gb-2", "1g20gb-4",
-		"2g20gb-0", "2g20gb-2", "2g20gb-4",
-		"3g40gb-4", "3g40gb-0",
-		"4g40gb-0", "7g80gb-0",
+		"1g10gb-19-0", "1g10gb-19-1", "1g10gb-19-2", "1g10gb-19-3", "1g10gb-19-4", "1g10gb-19-5", "1g10gb-19-6",
+		"1g10gbme-20-0", "1g10gbme-20-1", "1g10gbme-20-2", "1g10gbme-20-3", "1g10gbme-20-4", "1g10gbme-20-5", "1g10gbme-20-6",
+		"1g20gb-15-6", "1g20gb-15-0", "1g20gb-15-2", "1g20gb-15-4",
+		"2g20gb-14-0", "2g20gb-14-2", "2g20gb-14-4",
+		"3g40gb-9-4", "3g40gb-9-0",
+		"4g40gb-5-0", "7g80gb-0-0",
 	}
 	for i, w := range want {
 		want[i] = "gpu-0-mig-" + w
@@ -186,7 +186,7 @@ func TestPlacementOrderIsStable(t *testing.T) {
 		}
 		prevMinor[profile] = minor
 	}
-	want := []string{"whole", "1g10gb", "1g10gbme", "1g20gb", "2g20gb", "3g40gb", "4g40gb", "7g80gb"}
+	want := []string{"whole", "1g10gb-19", "1g10gbme-20", "1g20gb-15", "2g20gb-14", "3g40gb-9", "4g40gb-5", "7g80gb-0"}
 	if !slices.Equal(profiles, want) {
 		t.Fatalf("profile runs %v, want %v", profiles, want)
 	}

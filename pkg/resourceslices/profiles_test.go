@@ -28,9 +28,9 @@ func TestMigProfilesPublishOnlyListed(t *testing.T) {
 	got := deviceNames(t, "h100x1", resourceslices.Options{DynamicMIG: true, MigProfiles: fewProfiles})
 	want := []string{"gpu-0"}
 	for i := range 7 {
-		want = append(want, fmt.Sprintf("gpu-0-mig-1g10gb-%d", i))
+		want = append(want, fmt.Sprintf("gpu-0-mig-1g10gb-19-%d", i))
 	}
-	want = append(want, "gpu-0-mig-3g40gb-4", "gpu-0-mig-3g40gb-0", "gpu-0-mig-7g80gb-0")
+	want = append(want, "gpu-0-mig-3g40gb-9-4", "gpu-0-mig-3g40gb-9-0", "gpu-0-mig-7g80gb-0-0")
 	if !slices.Equal(got, want) {
 		t.Fatalf("published %v\nwant %v", got, want)
 	}
@@ -127,7 +127,7 @@ func TestNoListedProfileIsNotPartitionable(t *testing.T) {
 	}
 	// The same list on a GPU that has the profile: dynamic MIG with it.
 	got := deviceNames(t, "a100-40gbx1"+simulate.MigSuffix, resourceslices.Options{DynamicMIG: true, MigProfiles: []string{"1g.5gb"}})
-	if len(got) != 7 || got[0] != "gpu-0-mig-1g5gb-0" {
+	if len(got) != 7 || got[0] != "gpu-0-mig-1g5gb-19-0" {
 		t.Fatalf("A100-40GB in MIG mode, 1g.5gb listed: published %v", got)
 	}
 }
@@ -150,7 +150,7 @@ func TestHeldMigProfilesStayPublished(t *testing.T) {
 			names = append(names, d.Name)
 		}
 	}
-	if !slices.Contains(names, "gpu-0-mig-2g20gb-0") || slices.Contains(names, "gpu-1-mig-2g20gb-0") {
+	if !slices.Contains(names, "gpu-0-mig-2g20gb-14-0") || slices.Contains(names, "gpu-1-mig-2g20gb-14-0") {
 		t.Fatalf("2g.20gb held on gpu-0 only; published %v", names)
 	}
 }

@@ -70,12 +70,40 @@ func NewTable(inv *nvdev.Inventory, o Options) Table {
 		}
 	}
 	t.Entries = profileMajor(t.Entries)
+	t.Entries = append(t.Entries, heldLegacyEntries(t.Entries, o.HeldLegacyMigNames)...)
 	for _, e := range monitorEntries(inv) {
 		if !o.NoMonitorDevices || o.HeldMonitors[e.GPU.UUID] {
 			t.Entries = append(t.Entries, e)
 		}
 	}
 	return t
+}
+
+// heldLegacyEntries are copies of the dynamic MIG entries whose names of
+// the previous form (LegacyMigDeviceName) are held, under those names. They
+// come last: the allocator walks devices in order, and a held device's
+// current name, which comes first, is what a new claim gets once the
+// placement is free again.
+func heldLegacyEntries(entries []Entry, held map[string]bool) []Entry {
+	if len(held) == 0 {
+		return nil
+	}
+	names := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		names[e.Device.Name] = true
+	}
+	var out []Entry
+	for _, e := range entries {
+		legacy, ok := LegacyMigDeviceName(e.Device.Name)
+		if e.Kind != configapi.DynamicMIG || !ok || !held[legacy] || names[legacy] {
+			continue
+		}
+		c := e
+		c.Device = *e.Device.DeepCopy()
+		c.Device.Name = legacy
+		out = append(out, c)
+	}
+	return out
 }
 
 // Resources returns the node's resources: one pool named after the node.

@@ -76,7 +76,7 @@ func TestTaintedPoolIsSplitUnderTheLowerLimit(t *testing.T) {
 func TestTaintsOnAPartitionedNode(t *testing.T) {
 	inv := simulatedInventory(t, "h100x8")
 	res := resourceslices.Build("n1", inv, resourceslices.Options{DynamicMIG: true})
-	name := resourceslices.MigDeviceName(3, inv.GPUs[3].MigProfiles[0].Name, inv.GPUs[3].MigProfiles[0].Placements[0].Start)
+	name := resourceslices.DynamicMigDeviceName(3, inv.GPUs[3].MigProfiles[0], inv.GPUs[3].MigProfiles[0].Placements[0].Start)
 	tainted := resourceslices.WithTaints(res, map[string][]resourceapi.DeviceTaint{"gpu-3": unhealthy("ecc-dbe", resourceapi.DeviceTaintEffectNoExecute), name: unhealthy("ecc-dbe", resourceapi.DeviceTaintEffectNoExecute)})
 	if err := resourceslices.Validate(tainted); err != nil {
 		t.Fatal(err)
