@@ -76,6 +76,8 @@ type options struct {
 	// Tests replace these; nil means the real ones.
 	openBackend func(backend.Options) (*backend.Backend, error)
 	clients     func() (kubernetes.Interface, kubernetes.Interface, error)
+	// referencePoll replaces driver.DefaultReferencePoll in tests.
+	referencePoll time.Duration
 }
 
 // portBusyGrace is how long the metrics and probes port may stay taken
@@ -283,6 +285,8 @@ func run(ctx context.Context, o *options) error {
 	// not ready and while Start runs (it waits for nothing remote, but
 	// NVML and disk can be slow) the process is live and not ready.
 	var started atomic.Pointer[driver.Driver]
+	// Why start waits for NVIDIA's reference driver's claims, if it does.
+	var referenceWait atomic.Pointer[string]
 	if o.httpEndpoint != "" {
 		live := func() error {
 			if d := started.Load(); d != nil {
@@ -296,6 +300,9 @@ func run(ctx context.Context, o *options) error {
 			}
 			if err := wait.notReady(); err != nil {
 				return err
+			}
+			if s := referenceWait.Load(); s != nil && *s != "" {
+				return errors.New(*s)
 			}
 			return errors.New("starting: discovering GPUs, restoring prepared claims")
 		}
@@ -341,8 +348,13 @@ func run(ctx context.Context, o *options) error {
 		Health:            o.health,
 		MPSRunner:         o.mps.runner(client, o.nodeName, o.mpsHostDriverRoot(), o.kubeletDir),
 		BootIDFile:        o.bootIDFile,
+		ReferenceWait:     func(msg string) { referenceWait.Store(&msg) },
+		ReferencePoll:     o.referencePoll,
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting for the reference driver's claims
+		}
 		return err
 	}
 	defer d.Stop()
