@@ -146,7 +146,7 @@ chart-lint: ## helm lint the chart (helm is built into the cache)
 	hack/cluster/build.sh helm
 	. hack/cluster/lib.sh && helm lint deployments/helm/gpu-dra-driver && helm lint deployments/helm/gpu-dra-driver --set simulate.profile=h100x8
 
-gpu-smoke: build ## Read-only check of a real GPU host, no cluster: slices vs nvidia-smi, one GPU prepared via real nvcdi
+gpu-smoke: build ## Read-only check of a real GPU host, no cluster: slices vs nvidia-smi, one GPU prepared via real nvcdi, a CUDA kernel in a runc container from its CDI spec
 	hack/gpu-smoke.sh
 
 print-slices: build ## Print the ResourceSlices a simulated 8x H100 node publishes
