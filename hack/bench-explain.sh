@@ -11,7 +11,9 @@
 # scheduler's Unschedulable to the explainer's Event, the webhook's CPU
 # seconds and its RSS (idle after its caches synced, after the case, VmHWM),
 # and `gpudra diagnose pod` on the same pod (wall and max RSS, median of 3).
-# Also times `gpudra usage` and `gpudra capacity` on each fleet (docs/fleet.md).
+# Also times `gpudra usage`, `gpudra capacity --mig-profile` and `gpudra
+# capacity --for deployment/bench-capacity` (a pod of one CPU and one 1g.10gb
+# device through the scheduler's filters) on each fleet (docs/fleet.md).
 # Run time on 2 cores: 2.7 min for the default 100,500 (builds ~20 s, each
 # size ~50 s of fixed waits, creating 500 nodes' slices ~30 s).
 # Usage: hack/bench-explain.sh [benchscale flags...]

@@ -180,7 +180,7 @@ func explainCell(ctx context.Context, o options, x *explainOptions, l layout, tm
 	r, err = explainCase(ctx, c, cs, x, base, "tainted", nodeName(0), 1)
 	if err == nil {
 		// The fleet view on the same fleet, one GPU tainted (issue 31).
-		err = timeFleetCommands(ctx, x.gpudra, c.kubeconfig, n)
+		err = timeFleetCommands(ctx, cs, x.gpudra, c.kubeconfig, n)
 	}
 	return append(out, r), err
 }
