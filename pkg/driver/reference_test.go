@@ -162,6 +162,18 @@ func TestWaitsForReferenceDriverClaims(t *testing.T) {
 	if !names["gpu-1"] {
 		t.Fatalf("published %v, want gpu-1", names)
 	}
+	// The MIG devices of ref-a and ref-c, which the reference driver never
+	// unprepared, are left as they are: an admin's static layout, as far
+	// as this plugin can tell (docs/install.md says how to clear them).
+	gpu0 := 0
+	for name := range names {
+		if strings.HasPrefix(name, "gpu-0-mig-") {
+			gpu0++
+		}
+	}
+	if r.migDevices() != 2 || gpu0 != 2 || !names["gpu-0-mig-1g10gb-0"] || !names["gpu-0-mig-1g10gb-1"] || names["gpu-0"] {
+		t.Errorf("GPU 0 after the wait: %d MIG devices, published %v; want the 2 left as static MIG", r.migDevices(), names)
+	}
 	conn, err := grpc.NewClient("unix://"+s.d.DRASocket(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
