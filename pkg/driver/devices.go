@@ -25,13 +25,16 @@ import (
 // admin's static MIG layout) and keep publishing the profiles of those
 // devices even where --mig-profiles no longer lists them, and a held
 // monitor device stays published with monitor devices turned off, so that
-// their claims keep their devices and can be unprepared. The plugin and
-// --print-slices both use it.
+// their claims keep their devices and can be unprepared. A dynamic MIG
+// device held under the name it had before names carried the profile ID
+// is published under that name too (Options.HeldLegacyMigNames). The
+// plugin and --print-slices both use it.
 func DeviceTable(inv *nvdev.Inventory, o resourceslices.Options, records []checkpoint.PreparedClaim) resourceslices.Table {
 	inv = WithPassthroughGPUs(inv, records)
 	o.DynamicParents = map[string]bool{}
 	o.HeldMigProfiles = map[string][]string{}
 	o.HeldMonitors = map[string]bool{}
+	o.HeldLegacyMigNames = map[string]bool{}
 	for _, rec := range records {
 		for _, d := range rec.Devices {
 			if resourceslices.IsMonitorDeviceName(d.Device) {
@@ -40,6 +43,9 @@ func DeviceTable(inv *nvdev.Inventory, o resourceslices.Options, records []check
 			if d.Mig != nil && d.Mig.Dynamic {
 				o.DynamicParents[d.Mig.ParentUUID] = true
 				o.HeldMigProfiles[d.Mig.ParentUUID] = append(o.HeldMigProfiles[d.Mig.ParentUUID], d.Mig.Profile)
+				if n, ok := resourceslices.ParseMigDeviceName(d.Device); ok && n.GIProfileID < 0 {
+					o.HeldLegacyMigNames[d.Device] = true
+				}
 			}
 		}
 	}
@@ -153,22 +159,31 @@ func PreviewDeviceTable(inv *nvdev.Inventory, o resourceslices.Options, stateDir
 	return DeviceTable(inv, o, records), nil
 }
 
-// allocatable maps the table's entries to what prepare needs, keyed by
-// device name, and lists the NVML handles the health monitor watches. It
-// makes no decision of its own: the table made them.
+// allocatable maps the table's entries, and its dynamic MIG devices under
+// their older names (Table.Aliases: claims allocated before the rename),
+// to what prepare needs, keyed by device name, and lists the NVML handles
+// the health monitor watches. It makes no decision of its own: the table
+// made them.
 func allocatable(pool string, table resourceslices.Table) (map[string]*prepare.AllocatableDevice, []health.Device) {
 	devices := make(map[string]*prepare.AllocatableDevice, len(table.Entries))
 	watched := make([]health.Device, 0, len(table.Entries))
 	for _, e := range table.Entries {
-		// The table leaves the placement empty on devices that are no MIG
-		// device.
-		d := &prepare.AllocatableDevice{
-			Name: e.Device.Name, Kind: e.Kind, GPU: e.GPU, Partitionable: e.Partitionable,
-			StaticUUID: e.StaticUUID, GIID: e.GIID, CIID: e.CIID,
-			Placement: mig.Placement{Profile: e.Profile, Start: e.Start, Size: e.Size},
-		}
+		d := allocatableDevice(e)
 		devices[d.Name] = d
 		watched = append(watched, d.Behavior().Watch(pool, d))
 	}
+	for _, e := range table.Aliases() {
+		devices[e.Device.Name] = allocatableDevice(e) // watched under its current name
+	}
 	return devices, watched
+}
+
+// allocatableDevice is what prepare needs of one entry. The table leaves
+// the placement empty on devices that are no MIG device.
+func allocatableDevice(e resourceslices.Entry) *prepare.AllocatableDevice {
+	return &prepare.AllocatableDevice{
+		Name: e.Device.Name, Kind: e.Kind, GPU: e.GPU, Partitionable: e.Partitionable,
+		StaticUUID: e.StaticUUID, GIID: e.GIID, CIID: e.CIID,
+		Placement: mig.Placement{Profile: e.Profile, Start: e.Start, Size: e.Size},
+	}
 }

@@ -46,10 +46,13 @@ func (d *Driver) newMonitor(watched []health.Device, book *ledger.Ledger) *healt
 	// Asked only once Start has built the state (before Run).
 	m.Passthrough = func() map[string]bool { return book.View().Passthrough() }
 	// A dynamic MIG device is an instance only while a claim holds it.
+	// A claim allocated before dynamic MIG names carried the profile ID
+	// holds it under its older name.
 	m.InstanceOf = func(device string) (uint32, uint32, bool) {
+		legacy, _ := resourceslices.LegacyMigDeviceName(device)
 		for _, rec := range book.View().Records() {
 			for _, pd := range rec.Devices {
-				if pd.Device == device && pd.Mig != nil && pd.Mig.GIID >= 0 && pd.Mig.CIID >= 0 {
+				if (pd.Device == device || pd.Device == legacy) && pd.Mig != nil && pd.Mig.GIID >= 0 && pd.Mig.CIID >= 0 {
 					return uint32(pd.Mig.GIID), uint32(pd.Mig.CIID), true
 				}
 			}

@@ -65,7 +65,7 @@ type deviceMetadata struct {
 
 func newDeviceMetadata(inv *nvdev.Inventory, table resourceslices.Table) *deviceMetadata {
 	m := &deviceMetadata{inv: inv, published: make(map[string]resourceslices.Entry, len(table.Entries))}
-	for _, e := range table.Entries {
+	for _, e := range append(slices.Clip(table.Entries), table.Aliases()...) {
 		m.published[e.Device.Name] = e
 	}
 	return m

@@ -79,8 +79,7 @@ func NewTable(inv *nvdev.Inventory, o Options) Table {
 	return t
 }
 
-// heldLegacyEntries are copies of the dynamic MIG entries whose names of
-// the previous form (LegacyMigDeviceName) are held, under those names. They
+// heldLegacyEntries are the aliases (Aliases) whose names are held. They
 // come last: the allocator walks devices in order, and a held device's
 // current name, which comes first, is what a new claim gets once the
 // placement is free again.
@@ -88,14 +87,29 @@ func heldLegacyEntries(entries []Entry, held map[string]bool) []Entry {
 	if len(held) == 0 {
 		return nil
 	}
-	names := make(map[string]bool, len(entries))
-	for _, e := range entries {
+	var out []Entry
+	for _, e := range (Table{Entries: entries}).Aliases() {
+		if held[e.Device.Name] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Aliases are the table's dynamic MIG devices under their older names
+// (LegacyMigDeviceName), those not published under them: never offered,
+// but a claim allocated before the rename (the kubelet retries its prepare
+// after the plugin was upgraded, or it is restored and unprepared) names
+// its device so, and is prepared as the device that name means now.
+func (t Table) Aliases() []Entry {
+	names := make(map[string]bool, len(t.Entries))
+	for _, e := range t.Entries {
 		names[e.Device.Name] = true
 	}
 	var out []Entry
-	for _, e := range entries {
+	for _, e := range t.Entries {
 		legacy, ok := LegacyMigDeviceName(e.Device.Name)
-		if e.Kind != configapi.DynamicMIG || !ok || !held[legacy] || names[legacy] {
+		if e.Kind != configapi.DynamicMIG || !ok || names[legacy] {
 			continue
 		}
 		c := e
