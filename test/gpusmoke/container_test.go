@@ -62,6 +62,7 @@ func TestGPUSmokeContainerWithoutAGPU(t *testing.T) {
 		{"PASS", "container: libcuda via the hook's ld cache", `ld.so.cache names /usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1; dlopen("libcuda.so.1") loaded /usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1`},
 		{"PASS", "container: cuInit", "cuInit 100 CUDA_ERROR_NO_DEVICE"},
 		{"SKIP", "container: GPU UUID and CUDA kernel", "skipped: no GPU"},
+		{"SKIP", "container: MPS clients", "skipped: no GPU"},
 		{"PASS", "container: unprepare", ""},
 		{"PASS", "container: no GPU setting changed", ""},
 		{"PASS", "hook knows the spec's subcommands", ""},
