@@ -22,6 +22,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/deployments/static"
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedfeatures"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
@@ -43,15 +44,9 @@ type Cluster struct {
 	celCache  *cel.Cache
 }
 
-// Features are those on by default in Kubernetes 1.37.
-var Features = structured.Features{
-	AdminAccess:            true,
-	ConsumableCapacity:     true,
-	DeviceBindingAndStatus: true,
-	DeviceTaints:           true,
-	PartitionableDevices:   true,
-	PrioritizedList:        true,
-}
+// Features are those on by default in Kubernetes 1.37, the list
+// pkg/diagnose runs the allocator with too.
+var Features = schedfeatures.Features
 
 // New builds a cluster from driver resources as published by nodeName.
 func New(t T, driverName, nodeName string, res resourceslice.DriverResources) *Cluster {

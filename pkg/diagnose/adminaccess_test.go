@@ -36,7 +36,7 @@ func TestAdminAccessAllocatorAgrees(t *testing.T) {
 		f := loadFixture(t, adminFixture)
 		setRequest(t, f, tc.class, true)
 		claim := f.Snapshot.claim("monitoring", "all-gpus")
-		c := index(&f.Snapshot, string(claim.UID))
+		c := published(&f.Snapshot, string(claim.UID))
 		node, err := c.allocate(claim, c.candidateNodes(nil))
 		if err != nil || node != tc.node {
 			t.Errorf("class %s: allocator gives node %q (%v), want %q", tc.class, node, err, tc.node)

@@ -15,21 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
-)
 
-// schedulerFeatures are the DRA features on by default in Kubernetes 1.37.
-// They are internal/schedtest.Features, which this package cannot import:
-// schedtest links NVML (through pkg/resourceslices and pkg/nvdev), and the
-// admission webhook links this package. TestSchedulerFeatures keeps the
-// two equal.
-var schedulerFeatures = structured.Features{
-	AdminAccess:            true,
-	ConsumableCapacity:     true,
-	DeviceBindingAndStatus: true,
-	DeviceTaints:           true,
-	PartitionableDevices:   true,
-	PrioritizedList:        true,
-}
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedfeatures"
+)
 
 type classLister struct{ s *Snapshot }
 
@@ -64,7 +52,7 @@ func (c *cluster) allocate(claim *resourceapi.ResourceClaim, nodes []*corev1.Nod
 	for i := range c.snap.Slices {
 		slices = append(slices, &c.snap.Slices[i])
 	}
-	alloc, err := structured.NewAllocator(context.Background(), schedulerFeatures, structured.AllocatedState(state), classLister{c.snap}, slices, celCache)
+	alloc, err := structured.NewAllocator(context.Background(), schedfeatures.Features, structured.AllocatedState(state), classLister{c.snap}, slices, celCache)
 	if err != nil {
 		return "", err
 	}

@@ -18,6 +18,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedfeatures"
 )
 
 // NodeCapacity is how many more copies of a claim one node can take.
@@ -180,7 +182,7 @@ func count(ctx context.Context, s *Snapshot, node *corev1.Node, slices []*resour
 		}
 		// A new allocator each round: the allocator may cache what it
 		// derived from the allocated state, which each round changes.
-		alloc, err := structured.NewAllocator(ctx, schedulerFeatures, structured.AllocatedState(state), classLister{s}, slices, celCache)
+		alloc, err := structured.NewAllocator(ctx, schedfeatures.Features, structured.AllocatedState(state), classLister{s}, slices, celCache)
 		if err != nil {
 			return nc, err
 		}

@@ -21,7 +21,7 @@ func DiagnoseClaim(s *Snapshot, namespace, name string) *Report {
 		r.Status, r.Verdict = Blocked, fmt.Sprintf("ResourceClaim %s/%s does not exist", namespace, name)
 		return r
 	}
-	c := index(s, string(claim.UID))
+	c := published(s, string(claim.UID))
 	r.IncompletePools = c.incompletePools()
 	cr := c.analyzeClaim(claim, "", nil)
 	r.Claims = []ClaimReport{cr}

@@ -23,7 +23,7 @@ const pluginEventSource = "gpu-kubelet-plugin"
 // registration, the pool it published, devices and the claims on them.
 func DiagnoseNode(s *Snapshot, name string) *Report {
 	r := &Report{Target: "node " + name, Unreadable: s.Unreadable}
-	c := index(s, "")
+	c := published(s, "")
 	n := s.node(name)
 	if n == nil {
 		var names []string

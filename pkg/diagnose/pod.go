@@ -20,7 +20,7 @@ func DiagnosePod(s *Snapshot, namespace, name string) *Report {
 		r.Status, r.Verdict = Unknown, fmt.Sprintf("pod %s/%s not found", namespace, name)
 		return r
 	}
-	c := index(s, "")
+	c := published(s, "")
 	r.IncompletePools = c.incompletePools()
 	r.Pod = podInfo(s, pod)
 

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/utils/ptr"
 )
@@ -122,20 +121,22 @@ const (
 )
 
 // state is why the allocator would not give a matching device to the
-// request now. Admin access may get a device that other claims hold, but
-// the Kubernetes 1.37 allocator still checks and reserves the device's
+// request now, as the allocator answers it (fit.go): a device that fits is
+// free, or tainted when the request does not tolerate its taints; one that
+// does not is out of capacity when shareable, allocated when another claim
+// holds it (and the request is not for admin access), otherwise blocked by
+// shared counters. Admin access may get a device that other claims hold,
+// but the Kubernetes 1.37 allocator still checks and reserves the device's
 // shared counters (kubernetes/kubernetes#140729): a device allocated
 // whole, or one whose GPU runs MIG devices, stays counter-blocked for it.
-// Its own allocation counts too, the allocator reserving its counters again.
 func (c *cluster) state(d *device, req *resourceapi.ExactDeviceRequest) string {
-	admin := ptr.Deref(req.AdminAccess, false)
-	if ptr.Deref(d.Dev.AllowMultipleAllocations, false) {
-		if !c.capacityFits(d, req) {
+	if !c.fits(d, req) {
+		switch {
+		case ptr.Deref(d.Dev.AllowMultipleAllocations, false):
 			return stateCapacity
+		case !ptr.Deref(req.AdminAccess, false) && len(c.holders[d.key()]) > 0:
+			return stateAllocated
 		}
-	} else if !admin && len(c.holders[d.key()]) > 0 {
-		return stateAllocated
-	} else if by, _ := c.counterBlockers(d); len(by) > 0 {
 		return stateCounters
 	}
 	// A shared GPU is tainted like any other device: the allocator skips
@@ -166,7 +167,7 @@ func (c *cluster) classify(r *RequestReport, req *resourceapi.ExactDeviceRequest
 			addHolders(holders, d, c.holders[d.key()])
 		case stateCounters:
 			r.CounterBlocked++
-			by, set := c.counterBlockers(d)
+			by, set := c.blockersOf(d, req)
 			k := d.Pool + "/" + set
 			b := blocks[k]
 			if b == nil {
@@ -269,47 +270,9 @@ func addHolders(m map[string]*HolderCount, d *device, hs []holder) {
 	}
 }
 
-// capacityFits reports whether a shareable device has room for the
-// request's capacity: what it asks for, or the device's default share
-// (its request policy's default, else all of it).
-func (c *cluster) capacityFits(d *device, req *resourceapi.ExactDeviceRequest) bool {
-	for name, capa := range d.Dev.Capacity {
-		need := capa.Value
-		if capa.RequestPolicy != nil && capa.RequestPolicy.Default != nil {
-			need = *capa.RequestPolicy.Default
-		}
-		if req.Capacity != nil {
-			if q, ok := req.Capacity.Requests[name]; ok {
-				need = q
-			}
-		}
-		left, _ := c.capacityLeft(d, name)
-		if left.Cmp(need) < 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // sharedFull reports whether a shareable device has no room left for the
-// smallest share its capacity policy allows (or, without a policy, none
-// of a capacity left).
-func (c *cluster) sharedFull(d *device) bool {
-	for name, capa := range d.Dev.Capacity {
-		left, _ := c.capacityLeft(d, name)
-		min := resource.Quantity{}
-		if p := capa.RequestPolicy; p != nil && p.ValidRange != nil && p.ValidRange.Min != nil {
-			min = *p.ValidRange.Min
-		}
-		if min.IsZero() && capa.RequestPolicy != nil {
-			continue // shares may take none of it
-		}
-		if left.Sign() <= 0 || !min.IsZero() && left.Cmp(min) < 0 {
-			return true
-		}
-	}
-	return false
-}
+// smallest share its capacity policy allows, as the allocator answers it.
+func (c *cluster) sharedFull(d *device) bool { return !c.fits(d, smallestShare(d)) }
 
 // untolerated returns the first NoSchedule/NoExecute taint the request
 // does not tolerate, rendered, or "".

@@ -6,23 +6,11 @@ package diagnose
 import (
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/labels"
-
-	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 )
-
-// TestSchedulerFeatures: diagnose runs the allocator with the features the
-// tests' scheduler (internal/schedtest) uses; it keeps a copy only because
-// importing schedtest would link NVML into the webhook.
-func TestSchedulerFeatures(t *testing.T) {
-	if !reflect.DeepEqual(schedulerFeatures, schedtest.Features) {
-		t.Errorf("schedulerFeatures %+v differ from schedtest.Features %+v", schedulerFeatures, schedtest.Features)
-	}
-}
 
 // TestPluginSelectorMatchesChart: PluginSelector selects the pods the
 // chart's selectorLabels give the kubelet plugin.

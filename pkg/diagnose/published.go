@@ -57,24 +57,27 @@ type pool struct {
 	Complete           bool
 }
 
-// cluster indexes a snapshot's devices, pools, allocations and counters.
+// cluster is what a snapshot publishes and who holds what, read once per
+// diagnosis: devices of complete pools, pools, and the claims holding
+// each device. Whether a device can be had is the allocator's question
+// (fit.go), not this index's.
 type cluster struct {
-	snap     *Snapshot
-	pools    []*pool
-	devices  []*device
-	byKey    map[string]*device
-	holders  map[string][]holder              // device key -> claims holding it
-	counters map[string]map[string]counterUse // driver/pool/set -> counter -> use
+	snap       *Snapshot
+	pools      []*pool
+	devices    []*device
+	byKey      map[string]*device
+	holders    map[string][]holder                     // device key -> claims holding it
+	poolSlices map[string][]*resourceapi.ResourceSlice // driver/pool -> its current slices, complete pools only
+	// allocated is every allocation but the claim's under diagnosis,
+	// booked as the scheduler books them.
+	allocated allocatedState
 }
 
-type counterUse struct {
-	Total    resource.Quantity
-	Consumed resource.Quantity
-	By       []string // device keys consuming it
-}
-
-func index(s *Snapshot, exceptClaimUID string) *cluster {
-	c := &cluster{snap: s, byKey: map[string]*device{}, holders: map[string][]holder{}, counters: map[string]map[string]counterUse{}}
+// published reads a snapshot's pools, devices and holders; the claim
+// with exceptClaimUID (the one diagnosed) counts as not allocated.
+func published(s *Snapshot, exceptClaimUID string) *cluster {
+	c := &cluster{snap: s, byKey: map[string]*device{}, holders: map[string][]holder{}, poolSlices: map[string][]*resourceapi.ResourceSlice{},
+		allocated: newAllocatedState()}
 	byPool := map[string][]*resourceapi.ResourceSlice{}
 	for i := range s.Slices {
 		sl := &s.Slices[i]
@@ -108,14 +111,8 @@ func index(s *Snapshot, exceptClaimUID string) *cluster {
 		if !p.Complete {
 			continue // the scheduler ignores incomplete pools too
 		}
+		c.poolSlices[k] = current
 		for _, sl := range current {
-			for _, cs := range sl.Spec.SharedCounters {
-				m := map[string]counterUse{}
-				for name, v := range cs.Counters {
-					m[name] = counterUse{Total: v.Value}
-				}
-				c.counters[k+"/"+cs.Name] = m
-			}
 			for j := range sl.Spec.Devices {
 				d := &device{Driver: p.Driver, Pool: p.Name, Node: p.Node, Dev: &sl.Spec.Devices[j]}
 				c.devices = append(c.devices, d)
@@ -134,79 +131,13 @@ func index(s *Snapshot, exceptClaimUID string) *cluster {
 				pods = append(pods, cl.Namespace+"/"+r.Name)
 			}
 		}
+		c.allocated.book(cl.Status.Allocation, nil)
 		for _, r := range cl.Status.Allocation.Devices.Results {
 			k := r.Driver + "/" + r.Pool + "/" + r.Device
 			c.holders[k] = append(c.holders[k], holder{Claim: cl.Namespace + "/" + cl.Name, Pods: pods, Request: r.Request, Shared: r.ShareID != nil, Consumed: r.ConsumedCapacity})
-			if d := c.byKey[k]; d != nil {
-				c.consume(d)
-			}
 		}
 	}
 	return c
-}
-
-// consume books an allocated device's counters.
-func (c *cluster) consume(d *device) {
-	for _, cc := range d.Dev.ConsumesCounters {
-		set := c.counters[d.Driver+"/"+d.Pool+"/"+cc.CounterSet]
-		if set == nil {
-			continue
-		}
-		for name, v := range cc.Counters {
-			u := set[name]
-			u.Consumed.Add(v.Value)
-			u.By = append(u.By, d.key())
-			set[name] = u
-		}
-	}
-}
-
-// counterBlockers returns the allocated devices whose counters leave too
-// little for a device (empty when it fits). A MIG placement overlapping an
-// allocated one, or any placement of a GPU allocated whole, is blocked this
-// way; so is, for an admin-access request, an allocated device itself,
-// whose own counters are among those consumed.
-func (c *cluster) counterBlockers(d *device) (blockers []string, set string) {
-	seen := map[string]bool{}
-	for _, cc := range d.Dev.ConsumesCounters {
-		use := c.counters[d.Driver+"/"+d.Pool+"/"+cc.CounterSet]
-		if use == nil {
-			continue
-		}
-		for name, need := range cc.Counters {
-			u := use[name]
-			left := u.Total.DeepCopy()
-			left.Sub(u.Consumed)
-			if left.Cmp(need.Value) >= 0 {
-				continue
-			}
-			set = cc.CounterSet
-			for _, b := range u.By {
-				if !seen[b] {
-					seen[b] = true
-					blockers = append(blockers, b)
-				}
-			}
-		}
-	}
-	sort.Strings(blockers)
-	return blockers, set
-}
-
-// capacityLeft returns what is left of a shareable device's capacity
-// after the shares allocated from it.
-func (c *cluster) capacityLeft(d *device, name resourceapi.QualifiedName) (resource.Quantity, bool) {
-	capa, ok := d.Dev.Capacity[name]
-	if !ok {
-		return resource.Quantity{}, false
-	}
-	left := capa.Value.DeepCopy()
-	for _, h := range c.holders[d.key()] {
-		if q, ok := h.Consumed[name]; ok {
-			left.Sub(q)
-		}
-	}
-	return left, true
 }
 
 func (c *cluster) incompletePools() []string {
