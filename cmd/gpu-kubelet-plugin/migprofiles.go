@@ -18,7 +18,7 @@ import (
 // `nvidia-smi mig -lgip` prints it): "<slices>g.<memory>gb", and at most
 // one attribute, "+me", "+me.all", "+gfx" or "-me" (no media extensions).
 // Matching the form catches typos and the wrong kind of name (a resource
-// name like "nvidia.com/mig-1g.10gb", a device name like "gpu-0-mig-1g10gb-0")
+// name like "nvidia.com/mig-1g.10gb", a device name like "gpu-0-mig-1g10gb-19-0")
 // that would otherwise just match no GPU and publish nothing for it.
 var migProfileName = regexp.MustCompile(`^[0-9]+g\.[0-9]+gb([+-][a-z]+(\.[a-z]+)?)?$`)
 

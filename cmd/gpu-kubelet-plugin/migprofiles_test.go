@@ -35,7 +35,7 @@ func TestMigProfileNames(t *testing.T) {
 	if _, err := parseMigProfiles(good); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []string{"1g10gb", "1G.10GB", "nvidia.com/mig-1g.10gb", "mig-1g.10gb", "gpu-0-mig-1g10gb-0", "1g.10gb+", "", "1g.10"} {
+	for _, bad := range []string{"1g10gb", "1G.10GB", "nvidia.com/mig-1g.10gb", "mig-1g.10gb", "gpu-0-mig-1g10gb-0", "gpu-0-mig-1g10gb-19-0", "1g.10gb+", "", "1g.10"} {
 		_, err := parseMigProfiles([]string{"1g.10gb", bad})
 		if err == nil {
 			t.Errorf("%q accepted", bad)

@@ -138,7 +138,7 @@ func TestPinnedHookKnowsEverySubcommandNvcdiWrites(t *testing.T) {
 	n.root.AddMigCaps(t, 1, gi, ci, 39, 40)
 	injected, raw := applied(t, n.edits(t),
 		Device{Name: "gpu-0", UUID: n.nvml.UUID(0)},
-		Device{Name: "gpu-1-mig-1g10gb-0", UUID: mig, ParentUUID: n.nvml.UUID(1), Minor: 1})
+		Device{Name: "gpu-1-mig-1g10gb-19-0", UUID: mig, ParentUUID: n.nvml.UUID(1), Minor: 1})
 	checkOnHost(t, raw, injected) // runs `<hook> <subcommand> --help` for every hook
 
 	var subs []string

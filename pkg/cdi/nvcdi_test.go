@@ -224,7 +224,7 @@ func TestNvcdiSpecForAMigDeviceCarriesItsCapsNodes(t *testing.T) {
 	n.root.AddMigCaps(t, 1, otherGI, otherCI, 48, 49) // not this claim's
 	e := n.edits(t)
 
-	injected, raw := applied(t, e, Device{Name: "gpu-1-mig-1g10gb-0", UUID: mig, ParentUUID: n.nvml.UUID(1), Minor: 1, MigProfile: "1g.10gb"})
+	injected, raw := applied(t, e, Device{Name: "gpu-1-mig-1g10gb-19-0", UUID: mig, ParentUUID: n.nvml.UUID(1), Minor: 1, MigProfile: "1g.10gb"})
 	checkOnHost(t, raw, injected)
 
 	got := map[string]oci.LinuxDevice{}
@@ -265,7 +265,7 @@ func TestMigCapsErrorsNameTheMissingFile(t *testing.T) {
 	mig := "MIG-00000000-0000-0000-0000-000000000001"
 	gi, _ := n.nvml.AddMig(0, mig)
 	e := n.edits(t)
-	_, err := e.ForDevice(Device{Name: "gpu-0-mig-1g10gb-0", UUID: mig, ParentUUID: n.nvml.UUID(0)})
+	_, err := e.ForDevice(Device{Name: "gpu-0-mig-1g10gb-19-0", UUID: mig, ParentUUID: n.nvml.UUID(0)})
 	if err == nil || !strings.Contains(err.Error(), filepath.Join("gpu0", "mig", fmt.Sprintf("gi%d", gi), "access")) {
 		t.Errorf("error %v, want one naming the missing capability file", err)
 	}

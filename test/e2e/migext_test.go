@@ -88,7 +88,7 @@ func TestMigExtendedResources(t *testing.T) {
 		if class != p.class {
 			t.Errorf("claim %s asks class %q for %s, want %s", claim.Name, class, p.resource, p.class)
 		}
-		want := regexp.MustCompile(`^gpu-\d+-mig-` + strings.ReplaceAll(p.profile, ".", "") + `-\d+$`)
+		want := regexp.MustCompile(`^gpu-\d+-mig-` + strings.ReplaceAll(p.profile, ".", "") + `-\d+-\d+$`)
 		if a := claim.Status.Allocation; a == nil || len(a.Devices.Results) != 1 || !want.MatchString(a.Devices.Results[0].Device) {
 			t.Fatalf("claim %s allocation %+v, want one %s MIG device", claim.Name, a, p.profile)
 		} else {

@@ -226,7 +226,8 @@ func TestMigProfiles(t *testing.T) {
 }
 
 // migParentMinor is the minor of a MIG device's GPU, from its name
-// (gpu-<minor>-mig-<profile>-<start>): MIG devices do not publish it as an
+// (gpu-<minor>-mig-<profile>-<giProfileID>-<start>, or without the ID on
+// a static MIG device or one allocated before the IDs): MIG devices do not publish it as an
 // attribute (resourceslices.MigDetails).
 func migParentMinor(device string) (int64, bool) {
 	var minor int64

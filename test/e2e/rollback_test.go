@@ -10,9 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // The driver upgraded from the release before the checkpoint format v2 and
@@ -142,9 +145,9 @@ func readRecords(t *testing.T) map[string][]byte {
 
 // checkRecords fails on records moved aside, on records of a format the
 // release before v2 does not read (all must be v1), on a plugin log that
-// complains about its state, and when want (if not nil) differs from the
-// records on disk.
-func checkRecords(t *testing.T, when string, n int, want map[string][]byte) {
+// complains about its state (but for the lines tolerated matches), and
+// when want (if not nil) differs from the records on disk.
+func checkRecords(t *testing.T, when string, n int, want map[string][]byte, tolerated ...func(line string) bool) {
 	t.Helper()
 	versions, corrupt := recordVersions(t)
 	if len(corrupt) != 0 {
@@ -164,18 +167,56 @@ func checkRecords(t *testing.T, when string, n int, want map[string][]byte) {
 		}
 	}
 	for _, line := range strings.Split(pluginLogs(t, pluginPod(t).Name, false), "\n") {
-		if complaint.MatchString(line) {
+		if complaint.MatchString(line) && !slices.ContainsFunc(tolerated, func(ok func(string) bool) bool { return ok(line) }) {
 			t.Errorf("%s: the plugin complains: %s", when, line)
 		}
 	}
 }
 
+// migPairDevices are the MIG devices of namespace's mig-pair claim; each
+// must be named in the form of the release that allocated it: without the
+// GPU instance profile ID (legacy, oldCommit) or with it (this checkout).
+func migPairDevices(t *testing.T, namespace string, legacy bool) []string {
+	t.Helper()
+	var out []string
+	for _, d := range allocatedDevices(t, namespace, claimOf(t, namespace, "mig-pair", "gpu")) {
+		if n, ok := resourceslices.ParseMigDeviceName(d); !ok || (n.GIProfileID < 0) != legacy {
+			t.Errorf("%s/mig-pair holds %s: want a MIG device named as the release that allocated it names them (legacy %v)", namespace, d, legacy)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// currentDeviceNames waits for the slices of this checkout's plugin (its
+// dynamic MIG devices carry the profile ID) and returns their device names.
+func currentDeviceNames(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	waitFor(t, "slices with this checkout's MIG device names", 60*time.Second, func() (bool, string) {
+		names = nil
+		current := false
+		for _, s := range completePool(t) {
+			for _, d := range s.Spec.Devices {
+				names = append(names, d.Name)
+				if n, ok := resourceslices.ParseMigDeviceName(d.Name); ok && n.GIProfileID >= 0 {
+					current = true
+				}
+			}
+		}
+		return current, strings.Join(names, " ")
+	})
+	return names
+}
+
 // TestUpgradeAndDowngradeKeepClaims installs the chart and image of
-// oldCommit (the last commit of checkpoint format v1), prepares claims of
+// oldCommit (the last commit of checkpoint format v1, which names dynamic
+// MIG devices without the GPU instance profile ID), prepares claims of
 // every kind, upgrades to this checkout, prepares more, rolls back to
 // oldCommit and upgrades again. Every running pod keeps its container and
 // devices throughout; each release unprepares what the other prepared;
-// nothing is left over at the end.
+// nothing is left over at the end (docs/node-lifecycle.md, "Dynamic MIG
+// device names", says what the rollback does with the new names).
 func TestUpgradeAndDowngradeKeepClaims(t *testing.T) {
 	requireCleanNode(t)
 	const profile = "h100x8"
@@ -186,32 +227,55 @@ func TestUpgradeAndDowngradeKeepClaims(t *testing.T) {
 	deployOld(t, worktree, oldImage, profile)
 
 	old := runWorkload(t, upgradeNS, allWorkloads...)
+	oldMigs := migPairDevices(t, upgradeNS, true)
 	oldRecords := readRecords(t)
 	checkRecords(t, "prepared by "+oldCommit, len(allWorkloads), nil)
 
 	deployCurrent(t, profile)
 	old.check(t, "after the upgrade")
 	checkRecords(t, "after the upgrade", len(allWorkloads), oldRecords)
+	// The MIG devices held under their old names stay published, so that
+	// the scheduler counts them and places the next MIG claim beside them.
+	published := currentDeviceNames(t)
+	for _, d := range oldMigs {
+		if !slices.Contains(published, d) {
+			t.Errorf("after the upgrade the held %s is not published: %v", d, published)
+		}
+	}
 	// Claims prepared by this release: the node has room for three more.
 	current := runWorkload(t, upgradeNS2, "whole", "mig-pair", "fraction")
+	newMigs := migPairDevices(t, upgradeNS2, false)
 	checkRecords(t, "prepared after the upgrade", len(allWorkloads)+3, nil)
 
 	deployOld(t, worktree, oldImage, profile)
 	old.check(t, "after the rollback")
 	current.check(t, "after the rollback")
-	checkRecords(t, "after the rollback", len(allWorkloads)+3, nil)
-	// The old release unprepares claims this one prepared.
+	// oldCommit does not know the new names: it says so for each, and
+	// keeps the claim running.
+	lostNew := func(line string) bool {
+		return strings.Contains(line, "Prepared claim lost a device") && slices.ContainsFunc(newMigs, func(d string) bool { return strings.Contains(line, d) })
+	}
+	checkRecords(t, "after the rollback", len(allWorkloads)+3, nil, lostNew)
+	// The old release unprepares claims this one prepared, all but their
+	// MIG devices, which it does not know by these names.
 	kubectl(t, "delete", "namespace", upgradeNS2, "--wait=true", "--timeout=120s")
 	waitFor(t, "the records of "+upgradeNS2+"'s claims gone", 60*time.Second, func() (bool, string) {
 		n := len(checkpointRecords())
 		return n == len(allWorkloads), strings.Join(checkpointRecords(), " ")
 	})
 	old.check(t, "after the rollback and deleting "+upgradeNS2)
+	if n := migInstances(t); n != len(oldMigs)+len(newMigs) {
+		t.Logf("after deleting %s under %s: %d MIG instances, %d held by %s and %d of its claims under the new names", upgradeNS2, oldCommit, n, len(oldMigs), upgradeNS, len(newMigs))
+	}
 	afterRollback := readRecords(t)
 
 	deployCurrent(t, profile)
 	old.check(t, "after upgrading again")
 	checkRecords(t, "after upgrading again", len(allWorkloads), afterRollback)
+	// This release's start destroyed what the rollback left behind.
+	if n := migInstances(t); n != len(oldMigs) {
+		t.Errorf("after upgrading again: %d MIG instances, want the %d of %s", n, len(oldMigs), upgradeNS)
+	}
 	kubectl(t, "delete", "namespace", upgradeNS, "--wait=true", "--timeout=120s")
 	waitNodeClean(t, "after upgrading again and deleting every pod", nil)
 }

@@ -8,7 +8,7 @@
 // the wording of the message.
 //
 // The marker is "prepare step <step>: " in front of the error's message,
-// e.g. "prepare step mig: device gpu-0-mig-1g10gb-3: create 1g.10gb GPU
+// e.g. "prepare step mig: device gpu-0-mig-1g10gb-19-3: create 1g.10gb GPU
 // instance at slice 3: Insufficient Resources". The kubelet and the driver
 // only wrap the plugin's error in more text, so the marker survives into
 // the pod event, and Parse finds it there. Step names are lower-case words;

@@ -11,8 +11,8 @@ import (
 
 func TestWrapAndParse(t *testing.T) {
 	cause := errors.New("create 1g.10gb GPU instance at slice 3: Insufficient Resources")
-	err := Errorf(MIG, "device gpu-0-mig-1g10gb-3: %w", cause)
-	const text = "prepare step mig: device gpu-0-mig-1g10gb-3: create 1g.10gb GPU instance at slice 3: Insufficient Resources"
+	err := Errorf(MIG, "device gpu-0-mig-1g10gb-19-3: %w", cause)
+	const text = "prepare step mig: device gpu-0-mig-1g10gb-19-3: create 1g.10gb GPU instance at slice 3: Insufficient Resources"
 	if err.Error() != text {
 		t.Fatalf("message %q, want %q", err, text)
 	}
@@ -26,7 +26,7 @@ func TestWrapAndParse(t *testing.T) {
 	}
 	event := "Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources failed for ResourceClaim c: " + wrapped.Error()
 	s, detail, ok := Parse(event)
-	if !ok || s != MIG || detail != "device gpu-0-mig-1g10gb-3: create 1g.10gb GPU instance at slice 3: Insufficient Resources" {
+	if !ok || s != MIG || detail != "device gpu-0-mig-1g10gb-19-3: create 1g.10gb GPU instance at slice 3: Insufficient Resources" {
 		t.Errorf("Parse = %q, %q, %v", s, detail, ok)
 	}
 	if Wrap(Config, nil) != nil {
