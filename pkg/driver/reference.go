@@ -51,12 +51,14 @@ func waitForReferenceDriver(ctx context.Context, cfg Config) error {
 	if status == nil {
 		status = func(string) {}
 	}
-	bootID := readBootID(logger, cmp.Or(cfg.BootIDFile, cfg.Backend.BootIDFile))
-	since, reported := time.Now(), ""
+	since, reported, bootID, bootRead := time.Now(), "", "", false
 	for attempt := 1; ; attempt++ {
 		cp, err := refdriver.ReadCheckpoint(cfg.PluginDir)
 		var live []refdriver.Claim
 		if err == nil && cp != nil {
+			if !bootRead { // read only on the reference driver's nodes
+				bootID, bootRead = readBootID(logger, cmp.Or(cfg.BootIDFile, cfg.Backend.BootIDFile)), true
+			}
 			live = liveReferenceClaims(ctx, cfg, cp, bootID)
 		}
 		if err == nil && len(live) == 0 {
