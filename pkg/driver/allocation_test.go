@@ -99,8 +99,8 @@ func TestAllocationMetricsFollowPrepareAndUnprepare(t *testing.T) {
 	if migMemory < 60*gib*0.95 || migMemory > 60*gib {
 		t.Fatalf("MIG profile memory %v, want about 60Gi", migMemory)
 	}
-	mig := n.claim("mig", []string{"gpu-0-mig-3g40gb-4", "gpu-0-mig-1g10gb-0"})
-	mig2 := n.claim("mig2", []string{"gpu-0-mig-1g10gb-1"})
+	mig := n.claim("mig", []string{"gpu-0-mig-3g40gb-9-4", "gpu-0-mig-1g10gb-19-0"})
+	mig2 := n.claim("mig2", []string{"gpu-0-mig-1g10gb-19-1"})
 	ts := n.claim("ts", []string{"gpu-1"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing"}}`)
 	watch := n.adminClaim("watch", []string{"gpu-0-monitor"})
 	for _, c := range []string{"mig", "mig2", "ts", "watch"} {

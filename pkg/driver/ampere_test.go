@@ -25,7 +25,7 @@ func TestAmpereMigModeIsTheAdmins(t *testing.T) {
 			names = append(names, d.Name)
 		}
 	}
-	if slices.Contains(names, "gpu-0") || !slices.Contains(names, "gpu-0-mig-7g80gb-0") {
+	if slices.Contains(names, "gpu-0") || !slices.Contains(names, "gpu-0-mig-7g80gb-0-0") {
 		t.Fatalf("published %v", names)
 	}
 	var gpu nvml.Device
@@ -35,8 +35,8 @@ func TestAmpereMigModeIsTheAdmins(t *testing.T) {
 	}
 	enabled := [2]int{nvml.DEVICE_MIG_ENABLE, nvml.DEVICE_MIG_ENABLE}
 
-	kept := n.claim("kept", []string{"gpu-0-mig-3g40gb-4"})
-	lost := n.claim("lost", []string{"gpu-0-mig-2g20gb-0"})
+	kept := n.claim("kept", []string{"gpu-0-mig-3g40gb-9-4"})
+	lost := n.claim("lost", []string{"gpu-0-mig-2g20gb-14-0"})
 	n.mustPrepare(kept)
 	n.mustPrepare(lost)
 	n.stop()

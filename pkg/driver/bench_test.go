@@ -145,5 +145,5 @@ func BenchmarkMigPrepareUnprepare(b *testing.B) {
 	quietLogs(b)
 	n := newMigNode(b, "h100x8")
 	n.fastStatusAPI()
-	benchCycles(b, n, n.claim("bench-mig", []string{"gpu-0-mig-1g10gb-0"}))
+	benchCycles(b, n, n.claim("bench-mig", []string{"gpu-0-mig-1g10gb-19-0"}))
 }

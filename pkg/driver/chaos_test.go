@@ -253,7 +253,7 @@ func memoryShare(name, device, memory string) *resourceapi.ResourceClaim {
 func roundClaims() []*resourceapi.ResourceClaim {
 	return []*resourceapi.ResourceClaim{
 		chaosClaim("whole", []string{"gpu-0"}, ""),
-		chaosClaim("mig-pair", []string{"gpu-1-mig-3g40gb-4", "gpu-1-mig-2g20gb-0"}, ""),
+		chaosClaim("mig-pair", []string{"gpu-1-mig-3g40gb-9-4", "gpu-1-mig-2g20gb-14-0"}, ""),
 		chaosClaim("time-sliced", []string{"gpu-2"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Long"}}}`),
 		memoryShare("fraction-a", "gpu-3", "20Gi"),
 		memoryShare("fraction-b", "gpu-3", "30Gi"),
@@ -403,7 +403,7 @@ func TestTwoPluginProcessesOneStateDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
-	x := chaosClaim("x", []string{"gpu-1-mig-3g40gb-0"}, "")
+	x := chaosClaim("x", []string{"gpu-1-mig-3g40gb-9-0"}, "")
 	y := chaosClaim("y", []string{"gpu-1"}, "")
 	z := chaosClaim("z", []string{"gpu-2"}, "")
 	node := chaosNode{Profile: "h100x4", Claims: []*resourceapi.ResourceClaim{x, y, z}}

@@ -297,31 +297,31 @@ func TestCountersOfPreparedDevicesNeverChange(t *testing.T) {
 	whole := n.allocate(held, "whole", "gpu-0")
 	n.mustPrepare(whole)
 	check("prepare whole GPU gpu-0", always)
-	pair := n.allocate(held, "pair", "gpu-1-mig-3g40gb-4", "gpu-1-mig-2g20gb-0")
+	pair := n.allocate(held, "pair", "gpu-1-mig-3g40gb-9-4", "gpu-1-mig-2g20gb-14-0")
 	n.mustPrepare(pair)
 	wantInstances("prepare two MIG devices on GPU 1", 0, 2, 0, 0)
 	check("prepare two MIG devices on GPU 1", always)
-	sick := n.allocate(held, "sick", "gpu-2-mig-1g10gb-0")
+	sick := n.allocate(held, "sick", "gpu-2-mig-1g10gb-19-0")
 	n.mustPrepare(sick)
 	wantInstances("prepare a MIG device on GPU 2", 0, 2, 1, 0)
 	check("prepare a MIG device on GPU 2", always)
 
 	// Dynamic MIG create and destroy beside the held devices.
-	carve := n.allocate(held, "carve", "gpu-1-mig-1g10gb-2")
+	carve := n.allocate(held, "carve", "gpu-1-mig-1g10gb-19-2")
 	n.mustPrepare(carve)
 	wantInstances("MIG create", 0, 3, 1, 0)
-	check("MIG create (prepare gpu-1-mig-1g10gb-2)", always)
+	check("MIG create (prepare gpu-1-mig-1g10gb-19-2)", always)
 	n.unprepare(carve)
-	delete(held, "gpu-1-mig-1g10gb-2")
+	delete(held, "gpu-1-mig-1g10gb-19-2")
 	wantInstances("MIG destroy", 0, 2, 1, 0)
-	check("MIG destroy (unprepare gpu-1-mig-1g10gb-2)", always)
+	check("MIG destroy (unprepare gpu-1-mig-1g10gb-19-2)", always)
 
 	// A fault on GPU 2 taints it and all its MIG devices, the held one too.
 	sim := n.driver.cfg.Backend.Simulator
 	if err := sim.SetXIDFault(gpuUUID(2), "79"); err != nil {
 		t.Fatal(err)
 	}
-	tainted := check("XID 79 on GPU 2", taintedNow("gpu-2-mig-1g10gb-0", true))
+	tainted := check("XID 79 on GPU 2", taintedNow("gpu-2-mig-1g10gb-19-0", true))
 	if len(tainted.devices["gpu-2"]) != 1 || len(tainted.devices["gpu-2"][0].Taints) == 0 {
 		t.Fatalf("XID 79 on GPU 2 did not taint gpu-2: %+v", tainted.devices["gpu-2"])
 	}
@@ -332,7 +332,7 @@ func TestCountersOfPreparedDevicesNeverChange(t *testing.T) {
 	// restarted plugin's, not the one published before.
 	n.restart(profile)
 	check("plugin restart while GPU 2 is faulty", func(s poolSnapshot) bool {
-		for _, d := range s.devices["gpu-2-mig-1g10gb-0"] {
+		for _, d := range s.devices["gpu-2-mig-1g10gb-19-0"] {
 			for _, taint := range d.Taints {
 				if taint.Value == "recovery-pending" {
 					return true
@@ -346,7 +346,7 @@ func TestCountersOfPreparedDevicesNeverChange(t *testing.T) {
 	if err := n.driver.cfg.Backend.Simulator.SetXIDFault(gpuUUID(2), ""); err != nil {
 		t.Fatal(err)
 	}
-	check("GPU 2 recovers", taintedNow("gpu-2-mig-1g10gb-0", false))
+	check("GPU 2 recovers", taintedNow("gpu-2-mig-1g10gb-19-0", false))
 
 	n.restart(profile)
 	wantInstances("plugin restart", 0, 2, 1, 0)

@@ -20,7 +20,7 @@ func FuzzRecover(f *testing.F) {
 		`{"uid":"uid-f","namespace":"default","name":"f","state":"PrepareCompleted","devices":[{"pool":"n1","device":"gpu-1","type":"gpu","uuid":"GPU-1","cdiDeviceIDs":["k8s.gpu.nvidia.com/claim=uid-f-gpu-1"]}]}`,
 		`{"uid":"uid-f","namespace":"default","name":"f","state":"PrepareStarted","devices":[{"pool":"n1","device":"gpu-1","type":"gpu","uuid":"GPU-1","sharing":{"strategy":"MPS","target":"../../victim"}}]}`,
 		`{"uid":"uid-f","namespace":"default","name":"f","state":"PrepareStarted","devices":[{"pool":"n1","device":"gpu-1","type":"gpu","sharing":{"strategy":"MPS","target":""}}]}`,
-		`{"uid":"uid-f","namespace":"default","name":"f","state":"PrepareCompleted","devices":[{"pool":"n1","device":"gpu-0-mig-1g10gb-0","type":"mig","uuid":"MIG-1","mig":{"parentUUID":"GPU-0","profile":"1g.10gb","start":0,"size":1,"dynamic":true,"giID":3,"ciID":0}}]}`,
+		`{"uid":"uid-f","namespace":"default","name":"f","state":"PrepareCompleted","devices":[{"pool":"n1","device":"gpu-0-mig-1g10gb-19-0","type":"mig","uuid":"MIG-1","mig":{"parentUUID":"GPU-0","profile":"1g.10gb","start":0,"size":1,"dynamic":true,"giID":3,"ciID":0}}]}`,
 		`{"uid":"uid-f","namespace":"default","name":"f","state":"PrepareStarted","devices":[{"pool":"n1","device":"gpu-9","type":"gpu","uuid":"GPU-9","sharing":{"strategy":"TimeSlicing","target":"GPU-9","interval":"Long"}}]}`,
 		`{"uid":"uid-f","state":"PrepareCompleted","devices":[{"device":"gpu-1"},{"device":"gpu-1"}]}`,
 	} {

@@ -90,7 +90,7 @@ func TestStartDoesNotWaitForTheAPIServer(t *testing.T) {
 	for gpu := range 8 {
 		for start := range 7 {
 			name := fmt.Sprintf("mig-%d-%d", gpu, start)
-			c := n.claim(name, []string{fmt.Sprintf("gpu-%d-mig-1g10gb-%d", gpu, start)})
+			c := n.claim(name, []string{fmt.Sprintf("gpu-%d-mig-1g10gb-19-%d", gpu, start)})
 			ids = append(ids, n.mustPrepare(c))
 			claims = append(claims, name)
 		}

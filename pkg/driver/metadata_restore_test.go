@@ -39,8 +39,8 @@ func TestDeviceMetadataRewrittenAfterReboot(t *testing.T) {
 	const profile = "h100x1"
 	n := newMigNode(t, profile)
 	claims := []*resourceapi.ResourceClaim{
-		n.claim("mig", []string{"gpu-0-mig-1g10gb-0"}),
-		n.podClaim(n.claim("from-template", []string{"gpu-0-mig-1g10gb-1"}), "gpus"),
+		n.claim("mig", []string{"gpu-0-mig-1g10gb-19-0"}),
+		n.podClaim(n.claim("from-template", []string{"gpu-0-mig-1g10gb-19-1"}), "gpus"),
 	}
 	ids := map[string][]string{}
 	before := map[string]string{}
@@ -121,11 +121,11 @@ func TestDeviceMetadataRewrittenAfterReboot(t *testing.T) {
 func TestDeviceMetadataOfClaimRestoredAtPrepare(t *testing.T) {
 	const profile = "h100x1"
 	n := newMigNode(t, profile)
-	c := n.claim("retry", []string{"gpu-0-mig-2g20gb-2"})
+	c := n.claim("retry", []string{"gpu-0-mig-2g20gb-14-2"})
 	ids := n.allCDIIDs(c)
 	d, _ := n.metadataOf(t, c, ids)
 	before := attrString(d, "uuid")
-	intruder := n.driver.state.Devices["gpu-0-mig-1g10gb-2"].Placement
+	intruder := n.driver.state.Devices["gpu-0-mig-1g10gb-19-2"].Placement
 	n.stop()
 	rebootNode(t, n, profile)
 	_, inv, err := simulate.Discover(profile, testNode, filepath.Join(n.dir("state"), "simulated"))

@@ -175,7 +175,7 @@ func TestDeviceMetadataWholeGPU(t *testing.T) {
 func TestDeviceMetadataDynamicMIG(t *testing.T) {
 	n := newMigNode(t, "h100x1")
 	g := n.driver.cfg.Backend.Inventory.GPUs[0]
-	claim := n.claim("mig", []string{"gpu-0-mig-1g10gb-0"})
+	claim := n.claim("mig", []string{"gpu-0-mig-1g10gb-19-0"})
 	d := n.containerMetadata(t, claim)
 	rec, ok := n.driver.state.Ledger.Get(claim.UID)
 	if !ok {

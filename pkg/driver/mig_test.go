@@ -21,7 +21,7 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
 
-var fourMig = []string{"gpu-0-mig-3g40gb-4", "gpu-0-mig-2g20gb-0", "gpu-0-mig-1g10gb-2", "gpu-0-mig-1g10gb-3"}
+var fourMig = []string{"gpu-0-mig-3g40gb-9-4", "gpu-0-mig-2g20gb-14-0", "gpu-0-mig-1g10gb-19-2", "gpu-0-mig-1g10gb-19-3"}
 
 func (n *node) parent() (uuid string, instances func() int, migMode func() int) {
 	return n.parentOf(0)
@@ -87,8 +87,8 @@ func TestMigPrepareCreatesAndUnprepareDestroys(t *testing.T) {
 
 func TestMigSurvivesRestartAndOrphansAreDestroyed(t *testing.T) {
 	n := newMigNode(t, "h100x1")
-	kept := n.claim("kept", []string{"gpu-0-mig-1g10gb-0"})
-	lost := n.claim("lost", []string{"gpu-0-mig-2g20gb-2"})
+	kept := n.claim("kept", []string{"gpu-0-mig-1g10gb-19-0"})
+	lost := n.claim("lost", []string{"gpu-0-mig-2g20gb-14-2"})
 	keptIDs := n.mustPrepare(kept)
 	n.mustPrepare(lost)
 	n.stop()
@@ -105,7 +105,7 @@ func TestMigSurvivesRestartAndOrphansAreDestroyed(t *testing.T) {
 		t.Fatalf("after restart prepare returned %v, before %v", again, keptIDs)
 	}
 	// The orphan's placement is free again.
-	n.mustPrepare(n.claim("reuse", []string{"gpu-0-mig-2g20gb-2"}))
+	n.mustPrepare(n.claim("reuse", []string{"gpu-0-mig-2g20gb-14-2"}))
 	n.unprepare(kept)
 	n.unprepare(n.claimObj("reuse"))
 	if got := instances(); got != 0 {
@@ -115,8 +115,8 @@ func TestMigSurvivesRestartAndOrphansAreDestroyed(t *testing.T) {
 
 func TestMigConfigKinds(t *testing.T) {
 	n := newMigNode(t, "h100x1")
-	ok := n.claim("mig-cfg", []string{"gpu-0-mig-1g10gb-0"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig"}`)
-	bad := n.claim("gpu-cfg", []string{"gpu-0-mig-1g10gb-1"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig"}`)
+	ok := n.claim("mig-cfg", []string{"gpu-0-mig-1g10gb-19-0"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig"}`)
+	bad := n.claim("gpu-cfg", []string{"gpu-0-mig-1g10gb-19-1"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig"}`)
 	res := n.prepare(ok, bad)
 	if e := res[string(ok.UID)].GetError(); e != "" {
 		t.Fatalf("MigDeviceConfig on a MIG device failed: %s", e)
@@ -171,7 +171,7 @@ func TestStaticMig(t *testing.T) {
 	if slices.Contains(names, "gpu-1") || !slices.Contains(names, "gpu-1-mig-3g40gb-0") || !slices.Contains(names, "gpu-1-mig-3g40gb-4") || !slices.Contains(names, "gpu-0") {
 		t.Fatalf("published %v", names)
 	}
-	if slices.Contains(names, "gpu-1-mig-1g10gb-0") {
+	if slices.Contains(names, "gpu-1-mig-1g10gb-19-0") {
 		t.Fatal("a statically partitioned GPU is offered for dynamic MIG too")
 	}
 	_, instances, _ := n.parentOf(1)

@@ -18,20 +18,20 @@ import (
 // the claim unprepares; once it is released, the next start drops it.
 func TestDroppedMigProfileStaysUntilReleased(t *testing.T) {
 	n := newMigNode(t, "h100x1")
-	c := n.claim("mig", []string{"gpu-0-mig-2g20gb-0"})
+	c := n.claim("mig", []string{"gpu-0-mig-2g20gb-14-0"})
 	n.mustPrepare(c)
 
 	n.migProfiles = []string{"1g.10gb"}
 	names := restartedNames(t, n)
-	if !slices.Contains(names, "gpu-0-mig-2g20gb-0") {
+	if !slices.Contains(names, "gpu-0-mig-2g20gb-14-0") {
 		t.Fatalf("the held 2g.20gb is no longer published: %v", names)
 	}
-	if slices.Contains(names, "gpu-0-mig-1g20gb-0") {
+	if slices.Contains(names, "gpu-0-mig-1g20gb-15-0") {
 		t.Fatalf("a profile neither listed nor held is published: %v", names)
 	}
 	n.unprepare(c) // fails the test on an error
 
-	if names := restartedNames(t, n); slices.Contains(names, "gpu-0-mig-2g20gb-0") || !slices.Contains(names, "gpu-0-mig-1g10gb-6") {
+	if names := restartedNames(t, n); slices.Contains(names, "gpu-0-mig-2g20gb-14-0") || !slices.Contains(names, "gpu-0-mig-1g10gb-19-6") {
 		t.Fatalf("after release: published %v, want the GPU and 1g.10gb only", names)
 	}
 }

@@ -44,15 +44,15 @@ func TestMonitorDevicesTurnedOffKeepAHeldMonitor(t *testing.T) {
 // as an admin's static one.
 func TestLostRecordKeepsTheGPUDynamic(t *testing.T) {
 	n := newMigNode(t, "h100x1")
-	c := n.claim("lost-record", []string{"gpu-0-mig-1g10gb-0"})
+	c := n.claim("lost-record", []string{"gpu-0-mig-1g10gb-19-0"})
 	ids := n.mustPrepare(c)
 	n.stop()
 	if err := os.Remove(filepath.Join(n.dir("state"), "checkpoint", "uid-lost-record.json")); err != nil {
 		t.Fatal(err)
 	}
 	names := restartedNames(t, n)
-	if !slices.Contains(names, "gpu-0-mig-1g10gb-0") || !slices.Contains(names, "gpu-0-mig-2g20gb-2") {
+	if !slices.Contains(names, "gpu-0-mig-1g10gb-19-0") || !slices.Contains(names, "gpu-0-mig-2g20gb-14-2") {
 		t.Fatalf("the GPU is no longer published as dynamically partitioned: %v", names)
 	}
-	n.requireStillPrepared(c, ids, "gpu-0-mig-1g10gb-0")
+	n.requireStillPrepared(c, ids, "gpu-0-mig-1g10gb-19-0")
 }

@@ -68,7 +68,7 @@ func TestPassthroughAcrossRestart(t *testing.T) {
 		t.Fatalf("NVML sees %d GPUs with one passed through", c)
 	}
 	names := publishedNames(n, "gpu-1-vfio")
-	for _, want := range []string{"gpu-1", "gpu-1-vfio", "gpu-1-mig-1g10gb-0", "gpu-1-monitor"} {
+	for _, want := range []string{"gpu-1", "gpu-1-vfio", "gpu-1-mig-1g10gb-19-0", "gpu-1-monitor"} {
 		if !slices.Contains(names, want) {
 			t.Fatalf("after restart %s is not published: %v", want, names)
 		}
@@ -88,7 +88,7 @@ func TestPassthroughAcrossRestart(t *testing.T) {
 	}
 	n.mustPrepare(whole)
 	n.unprepare(whole)
-	n.mustPrepare(n.claim("mig", []string{"gpu-1-mig-1g10gb-0"}))
+	n.mustPrepare(n.claim("mig", []string{"gpu-1-mig-1g10gb-19-0"}))
 }
 
 // A --passthrough-gpus entry that names no GPU of the node (a typo, or a

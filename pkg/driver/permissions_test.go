@@ -38,7 +38,7 @@ func TestFilesAndSocketsAreNotOpenToOthers(t *testing.T) {
 	// under time-slicing (compute policy; MIG devices only take Default),
 	// and the CDI specs and checkpoint of all three.
 	n.mustPrepare(n.claim("mps", []string{"gpu-1"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"MPS"}}`))
-	n.mustPrepare(n.claim("mig", []string{"gpu-0-mig-1g10gb-0"}))
+	n.mustPrepare(n.claim("mig", []string{"gpu-0-mig-1g10gb-19-0"}))
 	n.mustPrepare(n.claim("ts", []string{"gpu-2"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"GpuConfig","sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Long"}}}`))
 
 	sockets := 0

@@ -86,7 +86,7 @@ func TestFailedPrepareRollsBackWithoutHanging(t *testing.T) {
 	})
 	t.Run("overlapping MIG devices", func(t *testing.T) {
 		n := newMigNode(t, "h100x1")
-		both := n.claim("overlap", []string{"gpu-0-mig-1g10gb-0", "gpu-0-mig-2g20gb-0"})
+		both := n.claim("overlap", []string{"gpu-0-mig-1g10gb-19-0", "gpu-0-mig-2g20gb-14-0"})
 		if e := n.prepareWithin(both); !strings.Contains(e, "same GPU hardware") {
 			t.Fatalf("want an overlap error, got %q", e)
 		}
@@ -95,7 +95,7 @@ func TestFailedPrepareRollsBackWithoutHanging(t *testing.T) {
 		if instances() != 0 {
 			t.Fatalf("%d MIG instances left", instances())
 		}
-		n.mustPrepare(n.claim("after", []string{"gpu-0-mig-2g20gb-0"}))
+		n.mustPrepare(n.claim("after", []string{"gpu-0-mig-2g20gb-14-0"}))
 	})
 	t.Run("failure after the record is written", func(t *testing.T) {
 		n := newNode(t, "h100x8")
@@ -121,20 +121,20 @@ func TestFailedPrepareRollsBackWithoutHanging(t *testing.T) {
 func TestWholeGPUAndItsMigDevicesExcludeEachOther(t *testing.T) {
 	n := newMigNode(t, "h100x2")
 	n.mustPrepare(n.claim("whole", []string{"gpu-0"}))
-	if e := n.prepareWithin(n.claim("mig-of-held", []string{"gpu-0-mig-1g10gb-0"})); !strings.Contains(e, "shares GPU hardware with device gpu-0") {
+	if e := n.prepareWithin(n.claim("mig-of-held", []string{"gpu-0-mig-1g10gb-19-0"})); !strings.Contains(e, "shares GPU hardware with device gpu-0") {
 		t.Fatalf("MIG device of a held GPU: %q", e)
 	}
-	if e := n.prepareWithin(n.claim("one-claim", []string{"gpu-1", "gpu-1-mig-1g10gb-0"})); !strings.Contains(e, "same GPU hardware") {
+	if e := n.prepareWithin(n.claim("one-claim", []string{"gpu-1", "gpu-1-mig-1g10gb-19-0"})); !strings.Contains(e, "same GPU hardware") {
 		t.Fatalf("whole GPU and its MIG device in one claim: %q", e)
 	}
-	n.mustPrepare(n.claim("mig", []string{"gpu-1-mig-3g40gb-0"}))
-	if e := n.prepareWithin(n.claim("overlapping", []string{"gpu-1-mig-1g10gb-2"})); !strings.Contains(e, "shares GPU hardware") {
+	n.mustPrepare(n.claim("mig", []string{"gpu-1-mig-3g40gb-9-0"}))
+	if e := n.prepareWithin(n.claim("overlapping", []string{"gpu-1-mig-1g10gb-19-2"})); !strings.Contains(e, "shares GPU hardware") {
 		t.Fatalf("overlapping MIG placement: %q", e)
 	}
 	if e := n.prepareWithin(n.claim("parent", []string{"gpu-1"})); !strings.Contains(e, "shares GPU hardware") {
 		t.Fatalf("parent of a held MIG device: %q", e)
 	}
-	n.mustPrepare(n.claim("disjoint", []string{"gpu-1-mig-3g40gb-4"}))
+	n.mustPrepare(n.claim("disjoint", []string{"gpu-1-mig-3g40gb-9-4"}))
 }
 
 // putRecord writes a record file as the store would, bypassing its checks.
@@ -183,7 +183,7 @@ func TestStartNeverFailsOnItsOwnState(t *testing.T) {
 		{"GPU gone", false, []string{"gpu-7"}, func(t *testing.T, n *node, c *resourceapi.ResourceClaim) string {
 			return "h100x4"
 		}, false},
-		{"started dynamic MIG record on a GPU that is gone", true, []string{"gpu-3-mig-1g10gb-0"}, func(t *testing.T, n *node, c *resourceapi.ResourceClaim) string {
+		{"started dynamic MIG record on a GPU that is gone", true, []string{"gpu-3-mig-1g10gb-19-0"}, func(t *testing.T, n *node, c *resourceapi.ResourceClaim) string {
 			if err := n.writeStartedRecord(c); err != nil {
 				t.Fatal(err)
 			}
@@ -203,7 +203,7 @@ func TestStartNeverFailsOnItsOwnState(t *testing.T) {
 			putRecord(t, filepath.Join(n.dir("state"), "checkpoint"), ".json", rec)
 			return "h100x8"
 		}, true},
-		{"MIG record without UUID", true, []string{"gpu-2-mig-1g10gb-0"}, func(t *testing.T, n *node, c *resourceapi.ResourceClaim) string {
+		{"MIG record without UUID", true, []string{"gpu-2-mig-1g10gb-19-0"}, func(t *testing.T, n *node, c *resourceapi.ResourceClaim) string {
 			rec := n.readRecord(c)
 			rec["devices"].([]any)[0].(map[string]any)["uuid"] = ""
 			putRecord(t, filepath.Join(n.dir("state"), "checkpoint"), string(c.UID)+".json", rec)

@@ -76,11 +76,11 @@ func TestTimeSlicingOnMigLeavesTheParentGPUAlone(t *testing.T) {
 	n := newMigNode(t, "h100x1")
 	sim := n.driver.cfg.Backend.Simulator
 	gpu := n.driver.cfg.Backend.Inventory.GPUs[0].UUID
-	long := n.claim("ts-long", []string{"gpu-0-mig-1g10gb-0"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Long"}}}`)
+	long := n.claim("ts-long", []string{"gpu-0-mig-1g10gb-19-0"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"TimeSlicing","timeSlicingConfig":{"interval":"Long"}}}`)
 	if e := n.prepare(long)["uid-ts-long"].GetError(); !strings.Contains(e, "sharing.timeSlicingConfig.interval: Long cannot be set on MIG device") || !strings.Contains(e, "leave the interval out") {
 		t.Fatalf("a Long time slice on a MIG device: %q", e)
 	}
-	plain := n.claim("ts-default", []string{"gpu-0-mig-1g10gb-1"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"TimeSlicing"}}`)
+	plain := n.claim("ts-default", []string{"gpu-0-mig-1g10gb-19-1"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"TimeSlicing"}}`)
 	n.mustPrepare(plain)
 	if got := sim.TimeSlice(gpu); got != "Default" {
 		t.Fatalf("a MIG device's claim set the parent GPU's time slice to %q", got)
@@ -168,7 +168,7 @@ func TestMemoryFractionSharesOneDaemon(t *testing.T) {
 
 func TestMigWithMPS(t *testing.T) {
 	n := newMigNode(t, "a100-80gbx1:mig")
-	claim := n.claim("mig-mps", []string{"gpu-0-mig-3g40gb-4"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"MPS","mpsConfig":{"defaultPinnedDeviceMemoryLimit":"8Gi"}}}`)
+	claim := n.claim("mig-mps", []string{"gpu-0-mig-3g40gb-9-4"}, `{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"MPS","mpsConfig":{"defaultPinnedDeviceMemoryLimit":"8Gi"}}}`)
 	n.mustPrepare(claim)
 	rec, _ := n.driver.state.Ledger.Get(claim.UID)
 	migUUID := rec.Devices[0].UUID

@@ -28,8 +28,8 @@ func TestEveryPublishedDeviceIsPreparable(t *testing.T) {
 	}{
 		{"h100x1", true, false, "gpu-1"},
 		{"a100-80gbx1:mig", true, false, "gpu-0"}, // MIG on, no reset allowed: no whole GPU
-		{"a30x1", false, false, "gpu-0-mig-1g6gb-0"},
-		{"h100x2", false, true, "gpu-0-mig-1g10gb-0"},
+		{"a30x1", false, false, "gpu-0-mig-1g6gb-14-0"},
+		{"h100x2", false, true, "gpu-0-mig-1g10gb-19-0"},
 	} {
 		t.Run(fmt.Sprintf("%s/dynamicMIG=%v/fractional=%v", tc.profile, tc.dynamicMIG, tc.fractional), func(t *testing.T) {
 			n := newNodeWith(t, tc.profile, tc.dynamicMIG)
@@ -77,7 +77,7 @@ func TestEveryPublishedDeviceIsPreparable(t *testing.T) {
 // devices the plugin created there.
 func TestPreviewShowsWhatTheNodePublishes(t *testing.T) {
 	n := newMigNode(t, "h100x1")
-	n.mustPrepare(n.claim("mig", []string{"gpu-0-mig-1g10gb-0"}))
+	n.mustPrepare(n.claim("mig", []string{"gpu-0-mig-1g10gb-19-0"}))
 	var published []string
 	for _, s := range n.publishedSlices() {
 		for _, d := range s.Spec.Devices {
