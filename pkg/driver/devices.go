@@ -34,7 +34,7 @@ func DeviceTable(inv *nvdev.Inventory, o resourceslices.Options, records []check
 	o.DynamicParents = map[string]bool{}
 	o.HeldMigProfiles = map[string][]string{}
 	o.HeldMonitors = map[string]bool{}
-	o.HeldLegacyMigNames = map[string]bool{}
+	o.HeldLegacyMigNames = map[string]string{}
 	for _, rec := range records {
 		for _, d := range rec.Devices {
 			if resourceslices.IsMonitorDeviceName(d.Device) {
@@ -44,7 +44,7 @@ func DeviceTable(inv *nvdev.Inventory, o resourceslices.Options, records []check
 				o.DynamicParents[d.Mig.ParentUUID] = true
 				o.HeldMigProfiles[d.Mig.ParentUUID] = append(o.HeldMigProfiles[d.Mig.ParentUUID], d.Mig.Profile)
 				if n, ok := resourceslices.ParseMigDeviceName(d.Device); ok && n.GIProfileID < 0 {
-					o.HeldLegacyMigNames[d.Device] = true
+					o.HeldLegacyMigNames[d.Device] = d.Mig.ParentUUID
 				}
 			}
 		}

@@ -144,12 +144,14 @@ type Options struct {
 	HeldMigProfiles map[string][]string
 	// HeldLegacyMigNames are the dynamic MIG devices the checkpoint holds
 	// under the names of the releases before the names carried the
-	// profile ID (MigName.LegacyName). Each is published under that name
-	// too, beside its current name and consuming the same counters: the
-	// scheduler counts what an allocated device consumes only while the
-	// device is published, and would otherwise hand its placement (or its
-	// whole GPU) to another claim, which prepare then refuses.
-	HeldLegacyMigNames map[string]bool
+	// profile ID (MigName.LegacyName), each with its parent GPU's UUID.
+	// Each is published under that name too, beside its current name and
+	// consuming the same counters: the scheduler counts what an allocated
+	// device consumes only while the device is published, and would
+	// otherwise hand its placement (or its whole GPU) to another claim,
+	// which prepare then refuses. A name whose minor is another GPU's now
+	// (minors renumbered) is not published.
+	HeldLegacyMigNames map[string]string
 	// Passthrough selects the GPUs that are also published as vfio
 	// devices for virtual machines (passthrough.go).
 	Passthrough PassthroughSelector

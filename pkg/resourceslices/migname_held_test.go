@@ -60,7 +60,7 @@ func TestHeldLegacyMigNamesStayCounted(t *testing.T) {
 		t.Fatal("the hazard this guards against is gone: with the held device unpublished, the whole GPU is still not allocatable")
 	}
 	withHeld := plain
-	withHeld.HeldLegacyMigNames = map[string]bool{legacy: true}
+	withHeld.HeldLegacyMigNames = map[string]string{legacy: inv.GPUs[0].UUID}
 	if got := allocate(withHeld, whole()); got != nil {
 		t.Errorf("whole GPU allocated as %v beside the held %s", got, legacy)
 	}
@@ -93,5 +93,12 @@ func TestHeldLegacyMigNamesStayCounted(t *testing.T) {
 	}
 	if n := len(resourceslices.NewTable(inv, plain).Entries); n != len(table.Entries)-1 {
 		t.Errorf("%d devices without the held name, %d with it", n, len(table.Entries))
+	}
+	// Held on another GPU (its minor was this one's before a renumbering):
+	// the name means another device here, and is not published.
+	other := plain
+	other.HeldLegacyMigNames = map[string]string{legacy: "GPU-elsewhere"}
+	if n := len(resourceslices.NewTable(inv, other).Entries); n != len(table.Entries)-1 {
+		t.Errorf("%s held on another GPU is published here", legacy)
 	}
 }

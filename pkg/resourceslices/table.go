@@ -83,13 +83,13 @@ func NewTable(inv *nvdev.Inventory, o Options) Table {
 // come last: the allocator walks devices in order, and a held device's
 // current name, which comes first, is what a new claim gets once the
 // placement is free again.
-func heldLegacyEntries(entries []Entry, held map[string]bool) []Entry {
+func heldLegacyEntries(entries []Entry, held map[string]string) []Entry {
 	if len(held) == 0 {
 		return nil
 	}
 	var out []Entry
 	for _, e := range (Table{Entries: entries}).Aliases() {
-		if held[e.Device.Name] {
+		if parent, ok := held[e.Device.Name]; ok && parent == e.GPU.UUID {
 			out = append(out, e)
 		}
 	}
