@@ -16,9 +16,6 @@
 # Kueue e2e starts it, and stops it after.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-# The manager outlives this script: it must not inherit the cluster lock
-# (fd 9) that hack/e2e.sh holds.
-exec 9>&-
 export KUBECONFIG=$KUBECONFIG_PATH
 NS=kueue-system
 # Kueue's defaults (apis/config/v1beta2/defaults.go): the service and the
@@ -52,8 +49,8 @@ stop_manager() {
 # labelled with a queue: with failurePolicy Fail, a manager that is down
 # must not refuse other tests' Jobs.
 webhooks() {
-  kubectl create --dry-run=client -o json -f "$BIN_KUEUE/webhook/manifests.yaml" | jq --arg ns "$NS" --arg svc "$SVC" '
-    {apiVersion: "v1", kind: "List", items: [.items[]
+  kubectl create --dry-run=client -o json -f "$BIN_KUEUE/webhook/manifests.yaml" | jq -s --arg ns "$NS" --arg svc "$SVC" '
+    {apiVersion: "v1", kind: "List", items: [.[]
       | .metadata.name = "kueue-" + .metadata.name
       | .webhooks |= map(select(.name | test("^[mv](job|clusterqueue|localqueue|cohort|resourceflavor|workload)\\.kb\\.io$"))
         | .clientConfig.service += {name: $svc, namespace: $ns, port: 443}
@@ -128,11 +125,27 @@ YAML
   kubectl wait --for condition=established --timeout=60s $(for c in $CONVERTED resourceflavors; do echo "crd/$c.kueue.x-k8s.io"; done) >/dev/null
   config "${1:-}"
   mkdir -p "$LOGS" "$PIDS"
-  setsid "$BIN_KUEUE/kueue" --config "$DIR/config.yaml" --zap-log-level=info >"$LOGS/kueue.log" 2>&1 </dev/null &
+  # The manager outlives this script: it must hold none of its descriptors,
+  # or a lock of its caller (hack/e2e.sh's fd 9 on the cluster lock, or
+  # flock(1)'s) would be held as long as the manager runs.
+  ( for fd in /proc/$BASHPID/fd/*; do fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null; done
+    exec setsid "$BIN_KUEUE/kueue" --config "$DIR/config.yaml" --zap-log-level=info ) >"$LOGS/kueue.log" 2>&1 </dev/null &
   echo $! >"$PIDS/kueue"
-  # /readyz answers once the certificates are written and injected and
-  # the webhook server listens (cmd/kueue/main.go setupProbeEndpoints).
+  # Kueue's cert rotator writes its certificate into the Secret and waits
+  # for the file in certDir, which in a pod the Secret's volume provides
+  # (cert-controller pkg/rotator ensureCertsMounted): here this loop does.
+  # /readyz answers once the certificates are there and injected and the
+  # webhook server listens (cmd/kueue/main.go setupProbeEndpoints).
+  local crt key
   for _ in $(seq 1 450); do
+    if [ ! -s "$DIR/certs/tls.crt" ]; then
+      crt=$(kubectl get secret -n "$NS" "$SECRET" -o jsonpath='{.data.tls\.crt}')
+      key=$(kubectl get secret -n "$NS" "$SECRET" -o jsonpath='{.data.tls\.key}')
+      if [ -n "$crt" ] && [ -n "$key" ]; then
+        (umask 077; echo "$key" | base64 -d > "$DIR/certs/tls.key")
+        echo "$crt" | base64 -d > "$DIR/certs/tls.crt.new" && mv "$DIR/certs/tls.crt.new" "$DIR/certs/tls.crt"
+      fi
+    fi
     curl -sf "http://$HEALTH/readyz" >/dev/null 2>&1 && { say "Kueue $KUEUE_VERSION up in $(since "$t0")s (log $LOGS/kueue.log)"; return 0; }
     running || break
     sleep 0.2

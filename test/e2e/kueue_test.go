@@ -38,35 +38,17 @@ const (
 	migTmpl      = "mig-1g"
 )
 
-// kueueExampleConfig is the checked-in Kueue configuration of
-// docs/claims.md; when it exists the test runs Kueue with its mappings.
-var kueueExampleConfig = filepath.Join(repoRoot, "docs", "examples", "kueue-config.yaml")
+// kueueConfig is the Kueue configuration of docs/claims.md ("Quotas with
+// Kueue"): the test runs Kueue with its deviceClassMappings.
+var kueueConfig = filepath.Join(repoRoot, "docs", "examples", "kueue-config.yaml")
 
-// kueueOwnConfig maps the two classes this test uses, for a checkout
-// without the example.
-const kueueOwnConfig = `resources:
-  deviceClassMappings:
-  - name: nvidia.com/gpu
-    deviceClassNames: [gpu.nvidia.com]
-  - name: nvidia.com/mig-1g.10gb
-    deviceClassNames: [mig-1g.10gb.nvidia.com]
-`
-
-// kueueConfig returns the Kueue configuration to run with and the quota
-// resources it maps the classes gpu.nvidia.com and mig-1g.10gb.nvidia.com
-// to, which must differ: a MIG device is charged on its own resource.
-func kueueConfig(t *testing.T) (path, gpuRes, migRes string) {
+// kueueResources returns the quota resources kueueConfig maps the classes
+// gpu.nvidia.com and mig-1g.10gb.nvidia.com to, which must differ: a MIG
+// device is charged on its own resource.
+func kueueResources(t *testing.T) (gpuRes, migRes string) {
 	t.Helper()
-	path = kueueExampleConfig
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		path = filepath.Join(t.TempDir(), "kueue-config.yaml")
-		data = []byte(kueueOwnConfig)
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("no %s: Kueue runs with the test's own deviceClassMappings", kueueExampleConfig)
-	} else if err != nil {
+	data, err := os.ReadFile(kueueConfig)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var cfg struct {
@@ -78,7 +60,7 @@ func kueueConfig(t *testing.T) (path, gpuRes, migRes string) {
 		} `json:"resources"`
 	}
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		t.Fatalf("%s: %v", path, err)
+		t.Fatalf("%s: %v", kueueConfig, err)
 	}
 	for _, m := range cfg.Resources.DeviceClassMappings {
 		if slices.Contains(m.DeviceClassNames, driverName) {
@@ -89,9 +71,9 @@ func kueueConfig(t *testing.T) (path, gpuRes, migRes string) {
 		}
 	}
 	if gpuRes == "" || migRes == "" || gpuRes == migRes {
-		t.Fatalf("%s: resources.deviceClassMappings map %s to %q and %s to %q; want each mapped, to different resources", path, driverName, gpuRes, migClass, migRes)
+		t.Fatalf("%s: resources.deviceClassMappings map %s to %q and %s to %q; want each mapped, to different resources", kueueConfig, driverName, gpuRes, migClass, migRes)
 	}
-	return path, gpuRes, migRes
+	return gpuRes, migRes
 }
 
 // startKueue runs hack/cluster/kueue.sh up with config; the test's cleanup
@@ -353,8 +335,8 @@ func reserved(t *testing.T) map[string]int64 {
 func TestKueue(t *testing.T) {
 	requireCleanNode(t)
 	start := time.Now()
-	config, gpuRes, migRes := kueueConfig(t)
-	startKueue(t, config)
+	gpuRes, migRes := kueueResources(t)
+	startKueue(t, kueueConfig)
 	testNamespace(t, kueueNS)
 	applyYAML(t, kueueQueues(gpuRes, migRes))
 	applyYAML(t, kueueTemplate(wholeGPUTmpl, driverName))
