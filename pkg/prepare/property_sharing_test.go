@@ -137,6 +137,7 @@ func (p *prop) addLive(c *resourceapi.ResourceClaim) {
 	lc := &liveClaim{c: c}
 	for _, r := range c.Status.Allocation.Devices.Results {
 		lc.devices = append(lc.devices, r.Device)
+		lc.held = append(lc.held, p.n.devices[r.Device])
 	}
 	p.live[c.UID] = lc
 	p.prepareLive(lc, true)
@@ -191,7 +192,7 @@ func (p *prop) checkDaemons(records []checkpoint.PreparedClaim, unrestored map[t
 			continue
 		}
 		for _, d := range rec.Devices {
-			if d.Sharing != nil && d.Sharing.Strategy == configapi.MpsStrategy && !p.lost[minorOf(d.Device)] && !p.mps.isRunning(d.Sharing.Target) {
+			if d.Sharing != nil && d.Sharing.Strategy == configapi.MpsStrategy && !p.lost[p.gpuIndex(recordedGPU(d))] && !p.mps.isRunning(d.Sharing.Target) {
 				p.fail("live claim %s has no MPS daemon for %s", uid, d.Device)
 			}
 		}

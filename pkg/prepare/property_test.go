@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -69,6 +70,10 @@ func envInt(name string, def int) int {
 type liveClaim struct {
 	c       *resourceapi.ResourceClaim
 	devices []string
+	// held is what each device was when the scheduler allocated it: the
+	// hardware the claim owns, whatever its name means after a reboot
+	// that renumbered the GPUs' minors.
+	held []*AllocatableDevice
 	// newer: a newer driver rewrote its record (downgraded since);
 	// upgrade puts file back. rebooted: the node rebooted meanwhile.
 	newer    []byte
@@ -78,11 +83,15 @@ type liveClaim struct {
 }
 
 type prop struct {
-	t      *testing.T
-	n      *node
-	rng    *rand.Rand
-	k      *killer
-	gpus   []*nvdev.GPU // the inventory's GPUs, their NVML handles wrapped with kill points
+	t   *testing.T
+	n   *node
+	rng *rand.Rand
+	k   *killer
+	// gpus are the inventory's GPUs, their NVML handles wrapped with kill
+	// points. The per-GPU state below is keyed by index in gpus (the
+	// physical GPU); a GPU's Minor, and so its devices' names, may change
+	// at a reboot.
+	gpus   []*nvdev.GPU
 	lost   map[int]bool
 	migOff map[int]bool
 	// ptOff: passthrough turned off for the GPU (--passthrough-gpus).
@@ -136,26 +145,26 @@ func (p *prop) publish() map[string]*AllocatableDevice {
 		}
 	}
 	out := map[string]*AllocatableDevice{}
-	for _, g := range p.gpus {
-		if p.lost[g.Minor] {
+	for i, g := range p.gpus {
+		if p.lost[i] {
 			continue
 		}
-		if p.static[g.Minor] {
+		if p.static[i] {
 			p.publishStatic(out, g, held)
 			continue
 		}
 		name := gpuName(g.Minor)
-		out[name] = &AllocatableDevice{Name: name, Kind: configapi.WholeGPU, GPU: g, Partitionable: !p.migOff[g.Minor]}
+		out[name] = &AllocatableDevice{Name: name, Kind: configapi.WholeGPU, GPU: g, Partitionable: !p.migOff[i]}
 		if !p.noMonitors || held[monitorName(g.Minor)] {
 			out[monitorName(g.Minor)] = &AllocatableDevice{Name: monitorName(g.Minor), Kind: configapi.Monitor, GPU: g}
 		}
-		if !p.ptOff[g.Minor] {
-			out[vfioName(g.Minor)] = &AllocatableDevice{Name: vfioName(g.Minor), Kind: configapi.VFIO, GPU: g, Partitionable: !p.migOff[g.Minor]}
+		if !p.ptOff[i] {
+			out[vfioName(g.Minor)] = &AllocatableDevice{Name: vfioName(g.Minor), Kind: configapi.VFIO, GPU: g, Partitionable: !p.migOff[i]}
 		}
 		for _, prof := range g.MigProfiles {
 			for _, pl := range prof.Placements {
 				name := migName(g.Minor, prof.Name, pl.Start)
-				if (!p.migOff[g.Minor] && (!p.fewProfiles || fewProfiles[prof.Name])) || held[name] {
+				if (!p.migOff[i] && (!p.fewProfiles || fewProfiles[prof.Name])) || held[name] {
 					out[name] = &AllocatableDevice{Name: name, Kind: configapi.DynamicMIG, GPU: g, Placement: mig.Placement{Profile: prof, Start: pl.Start, Size: pl.Size}}
 				}
 			}
@@ -372,7 +381,7 @@ func (p *prop) prepareNew() {
 			c.Status.Allocation.Devices.Config = append(c.Status.Allocation.Devices.Config, opaque(resourceapi.AllocationConfigSourceClaim, testDriver, []string{r.request}, timeSlice("Long")))
 		}
 	}
-	lc := &liveClaim{c: c}
+	lc := &liveClaim{c: c, held: chosen}
 	for _, r := range results {
 		lc.devices = append(lc.devices, r.device)
 	}
@@ -396,6 +405,24 @@ func (p *prop) prepareLive(lc *liveClaim, mayKill bool) {
 	if err == nil || p.mayFail(lc) {
 		return
 	}
+	if others := p.heldByOthers(lc); len(others) > 0 {
+		// The scheduler allocated, by name, hardware that a claim whose
+		// device was renamed by a reboot still owns: refused, and the
+		// kubelet unprepares the claim, whose pod never starts.
+		named := false
+		for _, o := range others {
+			named = named || strings.Contains(err.Error(), "for claim "+string(o.c.UID))
+		}
+		if !named {
+			p.fail("prepare %s on %v, whose hardware other claims hold: refused for another reason: %v", lc.c.UID, lc.devices, err)
+		}
+		p.ops["refused: renamed claim's hardware"]++
+		if err := p.n.state.Unprepare(p.t.Context(), ref(lc.c)); err != nil {
+			p.fail("unprepare %s: %v", lc.c.UID, err)
+		}
+		delete(p.live, lc.c.UID)
+		return
+	}
 	for _, name := range lc.devices {
 		if p.n.devices[name] == nil {
 			// Its prepare was killed and rolled back, and then the node
@@ -411,14 +438,17 @@ func (p *prop) prepareLive(lc *liveClaim, mayKill bool) {
 	p.fail("prepare %s on %v: %v", lc.c.UID, lc.devices, err)
 }
 
-// mayFail: a claim whose record a newer driver wrote is refused, and one
-// whose GPU is lost cannot be restored.
+// mayFail: a claim whose record a newer driver wrote is refused; one whose
+// GPU is lost, or whose device's name now means other hardware (minors
+// renumbered at a reboot) or nothing, cannot be restored.
 func (p *prop) mayFail(lc *liveClaim) bool {
 	if lc.newer != nil {
 		return true
 	}
-	for _, name := range lc.devices {
-		if p.lost[minorOf(name)] || (isVMName(name) && p.ptOff[minorOf(name)]) {
+	for i, name := range lc.devices {
+		held := lc.held[i]
+		g := p.gpuIndex(held.GPU.UUID)
+		if p.lost[g] || (held.Kind == configapi.VFIO && p.ptOff[g]) || !sameHardware(p.n.devices[name], held) {
 			return true
 		}
 	}
@@ -472,6 +502,10 @@ func (p *prop) reboot() {
 	if p.rng.IntN(2) == 0 {
 		p.ops["renumbered"]++
 		p.renumberBuses()
+	}
+	if p.rng.IntN(3) == 0 {
+		p.ops["minors renumbered"]++
+		p.renumberMinors()
 	}
 	entries, _ := os.ReadDir(filepath.Join(p.n.dir, "cdi"))
 	for _, e := range entries {
@@ -593,7 +627,7 @@ func (p *prop) check() {
 				p.fail("the newer claim %s lost its CDI spec: %v", uid, err)
 			}
 			for _, d := range lc.newerRecord(p.t).Devices {
-				if d.Mig != nil && d.Mig.Dynamic && d.Mig.GIID >= 0 && !p.lost[minorOf(d.Device)] && !p.migPresent(d) {
+				if d.Mig != nil && d.Mig.Dynamic && d.Mig.GIID >= 0 && !p.lost[p.gpuIndex(d.Mig.ParentUUID)] && !p.migPresent(d) {
 					p.fail("the newer claim %s lost its MIG device %s", uid, d.Device)
 				}
 			}
@@ -608,8 +642,9 @@ func (p *prop) check() {
 		if !p.n.state.specIntact(uid) {
 			p.fail("live claim %s lost its CDI spec", uid)
 		}
+		p.checkOwnHardware(lc, rec)
 		for _, d := range rec.Devices {
-			if d.Mig != nil && d.Mig.Dynamic && !p.lost[minorOf(d.Device)] && !p.migPresent(d) {
+			if d.Mig != nil && d.Mig.Dynamic && !p.lost[p.gpuIndex(d.Mig.ParentUUID)] && !p.migPresent(d) {
 				p.fail("live claim %s lost its MIG device %s (%s at %d, GI %d)", uid, d.Device, d.Mig.Profile, d.Mig.Start, d.Mig.GIID)
 			}
 		}
@@ -622,6 +657,7 @@ func (p *prop) check() {
 	}
 	p.checkBindings(records)
 	p.checkDaemons(records, unrestored)
+	p.checkNoSharedHardware()
 }
 
 func (p *prop) migPresent(d checkpoint.PreparedDevice) bool {

@@ -33,7 +33,7 @@ func (p *prop) prepareVMOrMonitor(names []string) {
 	p.next++
 	uid := types.UID(fmt.Sprintf("uid-%d", p.next))
 	c := claim(uid, result{request: "r0", device: name, admin: admin})
-	lc := &liveClaim{c: c, devices: []string{name}}
+	lc := &liveClaim{c: c, devices: []string{name}, held: []*AllocatableDevice{d}}
 	refused := p.vmConflict(d, admin)
 	p.live[uid] = lc
 	if !refused {
@@ -52,16 +52,13 @@ func (p *prop) prepareVMOrMonitor(names []string) {
 }
 
 // vmConflict: a VM's GPU and admin access to it exclude each other at
-// prepare, which the scheduler does not see.
+// prepare, which the scheduler does not see. The plugin goes by the
+// hardware each claim holds, not by its device's name.
 func (p *prop) vmConflict(d *AllocatableDevice, admin bool) bool {
 	for _, lc := range p.live {
-		for i, name := range lc.devices {
+		for i, have := range lc.held {
 			r := lc.c.Status.Allocation.Devices.Results[i]
-			have := p.n.devices[name]
-			if have == nil || have.GPU.UUID != d.GPU.UUID {
-				if have == nil && minorOf(name) == d.GPU.Minor && (admin && isVMName(name) || d.Kind == configapi.VFIO && r.AdminAccess != nil) {
-					return true
-				}
+			if have.GPU.UUID != d.GPU.UUID {
 				continue
 			}
 			if (admin && have.Kind == configapi.VFIO) || (d.Kind == configapi.VFIO && r.AdminAccess != nil) {
@@ -71,8 +68,6 @@ func (p *prop) vmConflict(d *AllocatableDevice, admin bool) bool {
 	}
 	return false
 }
-
-func isVMName(name string) bool { return len(name) > 5 && name[len(name)-5:] == "-vfio" }
 
 func (p *prop) togglePassthrough() {
 	m := p.rng.IntN(len(p.gpus))
