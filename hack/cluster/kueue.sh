@@ -9,7 +9,8 @@
 #   kueue.sh down         stop it and remove all it installed: webhook
 #                         configurations, CRDs (every Kueue object with
 #                         them), namespace kueue-system
-# CONFIG is a Kueue Configuration (docs/claims.md, "Kueue"); only its
+# CONFIG is a Kueue Configuration (docs/examples/kueue-config.yaml, see
+# docs/claims.md "Quotas with Kueue"); only its
 # top-level resources: block (deviceClassMappings) is taken, the rest
 # (ports, certificates, leader election, gates) is this script's.
 # The cluster must be up (cluster.sh up); Kueue is not part of it: only the

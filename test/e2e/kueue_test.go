@@ -282,6 +282,17 @@ func waitQueued(t *testing.T, job, resource string) {
 	if pods := jobPods(t, job); len(pods) != 0 {
 		t.Errorf("Job %s waits for quota but has pod %s (%s)", job, pods[0].Name, pods[0].Status.Phase)
 	}
+	// Nor had one: Kueue's Job webhook suspended it at creation, before the
+	// Job controller could make a pod that Kueue would then delete.
+	evs, err := client.CoreV1().Events(kueueNS).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.kind=Job,involvedObject.name=" + job})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.Reason == "SuccessfulCreate" {
+			t.Errorf("Job %s waits for quota but its controller made a pod before: %s", job, e.Message)
+		}
+	}
 	c := workloadOf(t, job).condition("QuotaReserved")
 	t.Logf("%s queued: %s", job, c.Message)
 }
