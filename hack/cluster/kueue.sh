@@ -24,7 +24,7 @@ NS=kueue-system
 # the CA into (pkg/util/cert/cert.go buildCertRotatorConfig).
 SVC=kueue-webhook-service
 SECRET=kueue-webhook-server-cert
-HOOKS="kueue-mutating-webhook-configuration kueue-validating-webhook-configuration"
+HOOKS=(kueue-mutating-webhook-configuration kueue-validating-webhook-configuration)
 # The CRDs Kueue serves v1beta1 of through its conversion webhook: the
 # rotator waits until it has injected its CA into each (same function).
 CONVERTED="localqueues clusterqueues cohorts workloads multikueueclusters"
@@ -123,13 +123,14 @@ ports: [{name: https, port: $PORT, protocol: TCP}]
 endpoints: [{addresses: ["$node_ip"], conditions: {ready: true}}]
 YAML
   webhooks | kubectl apply -f - >/dev/null
-  kubectl wait --for condition=established --timeout=60s $(for c in $CONVERTED resourceflavors; do echo "crd/$c.kueue.x-k8s.io"; done) >/dev/null
+  local crds=(); for c in $CONVERTED resourceflavors; do crds+=("crd/$c.kueue.x-k8s.io"); done
+  kubectl wait --for condition=established --timeout=60s "${crds[@]}" >/dev/null
   config "${1:-}"
   mkdir -p "$LOGS" "$PIDS"
   # The manager outlives this script: it must hold none of its descriptors,
   # or a lock of its caller (hack/e2e.sh's fd 9 on the cluster lock, or
   # flock(1)'s) would be held as long as the manager runs.
-  ( for fd in /proc/$BASHPID/fd/*; do fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null; done
+  ( for fd in "/proc/$BASHPID/fd/"*; do fd=${fd##*/}; [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null; done
     exec setsid "$BIN_KUEUE/kueue" --config "$DIR/config.yaml" --zap-log-level=info ) >"$LOGS/kueue.log" 2>&1 </dev/null &
   echo $! >"$PIDS/kueue"
   # Kueue's cert rotator writes its certificate into the Secret and waits
@@ -158,7 +159,7 @@ YAML
 down() {
   local t0 r; t0=$(now)
   stop_manager
-  kubectl delete mutatingwebhookconfiguration,validatingwebhookconfiguration $HOOKS --ignore-not-found >/dev/null
+  kubectl delete mutatingwebhookconfiguration,validatingwebhookconfiguration "${HOOKS[@]}" --ignore-not-found >/dev/null
   # With the manager gone nothing removes Kueue's finalizers (workloads,
   # queues and flavors in use), and a CRD is not deleted while one of its
   # objects waits for a finalizer.
