@@ -19,6 +19,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -182,12 +183,7 @@ type kueueWorkload struct {
 }
 
 func (w *kueueWorkload) condition(typ string) *metav1.Condition {
-	for i := range w.Status.Conditions {
-		if w.Status.Conditions[i].Type == typ {
-			return &w.Status.Conditions[i]
-		}
-	}
-	return nil
+	return apimeta.FindStatusCondition(w.Status.Conditions, typ)
 }
 
 // usage is what the admission charged, resource by resource.
