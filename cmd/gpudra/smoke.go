@@ -59,7 +59,7 @@ func newSmokeCommand() *cobra.Command {
 		Use:   "smoke",
 		Short: "Read-only checks of a GPU host without a cluster (make gpu-smoke runs them)",
 	}
-	cmd.AddCommand(newSmokeCompareCommand(), newSmokePrepareCommand(), newSmokeContainerCommand())
+	cmd.AddCommand(newSmokeCompareCommand(), newSmokePrepareCommand(), newSmokeContainerCommand(), newSmokeMPSDaemonCommand())
 	return cmd
 }
 

@@ -30,7 +30,7 @@ func newSmokeContainerCommand() *cobra.Command {
 	o := containerOptions{}
 	cmd := &cobra.Command{
 		Use:   "container",
-		Short: "Run a CUDA probe in a container made from a prepared GPU's CDI spec (runc, no container runtime); changes no GPU setting",
+		Short: "Run a CUDA probe in containers made from a prepared GPU's CDI spec, whole and under MPS (runc, no container runtime); changes no GPU setting",
 		Long: `Prepares one whole GPU as "smoke prepare" does, applies the claim's CDI
 devices to an OCI runtime spec with the CDI library (device nodes and their
 cgroup rules, driver library mounts, nvidia-cdi-hook hooks) over --rootfs and
@@ -38,7 +38,18 @@ runs kernelprobe in it with --runc. The container must see only the claimed
 GPU's device node (and the control nodes), load libcuda by soname through the
 ld cache the hook wrote, and get cuInit 0, the claim's GPU UUID from
 cuDeviceGetUuid and a checked PTX kernel result; on simulated GPUs cuInit must
-give 100 (no device) and the rest is skipped. hack/smoke-container.sh builds
+give 100 (no device) and the rest is skipped.
+
+Then, where the driver root has nvidia-cuda-mps-control, it prepares an MPS
+claim of the same GPU (GpuConfig sharing MPS, a 2Gi pinned memory limit): the
+plugin starts the GPU's MPS control daemon as its daemon pods do (chrooted
+into --driver-root, in a mount namespace of its own, with the daemon's
+directories where a pod has them), and two containers run kernelprobe at the
+same time with the claim's CDI devices. Each must see the daemon's socket in
+the pipe directory and the claim's limit in its environment, and on a GPU get
+cuInit 0, allocate 1 GiB and be refused 3 GiB; on simulated GPUs cuInit must
+give 805 (the daemon cannot start a server without a GPU). Unprepared, the
+daemon must have got quit and left no process. hack/smoke-container.sh builds
 runc and the rootfs. Needs root.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r := &report{out: cmd.OutOrStdout()}
@@ -69,6 +80,23 @@ func smokeContainer(ctx context.Context, r *report, o containerOptions) {
 		r.fail("setup", "--rootfs %s has no /bin/kernelprobe: %v (hack/smoke-container.sh builds it)", o.rootfs, err)
 		return
 	}
+	// The MPS part needs NVIDIA's control daemon in the driver root; its
+	// daemon runs as a daemon pod would, on the host (hostMPSRunner).
+	var runner *hostMPSRunner
+	haveMPS, noMPS := mpsTools(o.driverRoot)
+	if haveMPS {
+		logs, err := os.MkdirTemp("", "gpu-smoke-mps-logs-")
+		if err != nil {
+			r.fail("setup", "%v", err)
+			return
+		}
+		defer os.RemoveAll(logs)
+		if runner, err = newHostMPSRunner(o.driverRoot, logs); err != nil {
+			r.fail("setup", "%v", err)
+			return
+		}
+		o.mpsRunner = runner
+	}
 	s, ok := openSmoke(ctx, r, o.smokeOptions)
 	if !ok {
 		return
@@ -84,14 +112,13 @@ func smokeContainer(ctx context.Context, r *report, o containerOptions) {
 		r.pass("prepare", "CDI devices %v", ids)
 		runProbe(s.ctx, r, s, o, append(ids, metadata...), uuid)
 	}
-	if o.simulate != "" {
-		r.skip("MPS clients", "skipped: no GPU")
+	s.unprepareClaim(r, "unprepare", claim)
+	if haveMPS {
+		smokeMPS(r, s, o, runner)
 	} else {
-		// The plugin runs MPS control daemons in pods: in this process,
-		// without a cluster, it cannot prepare an MPS claim.
-		r.skip("MPS clients", "not yet: the in-process plugin prepares no MPS claim (its daemons run in pods); step 3 checks a limit on the host")
+		r.skip("MPS clients", "%s", noMPS)
 	}
-	s.unprepare(r, claim)
+	s.checkUnchanged(r)
 }
 
 // runProbe runs kernelprobe in a container with the claim's CDI devices
@@ -142,9 +169,9 @@ func gpuDeviceNode(lib nvml.Interface, uuid string) (string, error) {
 }
 
 func hookCount(res ocirun.Result) int {
-	h := res.Spec.Hooks
-	if h == nil {
+	if res.Spec == nil || res.Spec.Hooks == nil {
 		return 0
 	}
+	h := res.Spec.Hooks
 	return len(h.Prestart) + len(h.CreateRuntime) + len(h.CreateContainer) + len(h.StartContainer) + len(h.Poststart) + len(h.Poststop)
 }

@@ -21,6 +21,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/node"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
@@ -42,6 +44,9 @@ type smokeOptions struct {
 	// simulate, for testing this command without a GPU: simulated NVML,
 	// but the real driver backend (nvcdi under driverRoot).
 	simulate string
+	// mpsRunner, when set, lets claims ask for MPS and runs their
+	// daemons (the container step's hostMPSRunner); nil refuses MPS.
+	mpsRunner sharing.Runner
 }
 
 func newSmokePrepareCommand() *cobra.Command {
@@ -107,7 +112,8 @@ func smokePrepare(ctx context.Context, r *report, o smokeOptions) {
 			r.check(c.OK, c.Name, "%s", c.Detail)
 		}
 	}
-	s.unprepare(r, claim)
+	s.unprepareClaim(r, "unprepare", claim)
+	s.checkUnchanged(r)
 }
 
 // smokeSession is the in-process plugin of a smoke step, started with one
@@ -131,7 +137,7 @@ func openSmoke(ctx context.Context, r *report, o smokeOptions) (s *smokeSession,
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	n, err := node.New(node.Config{DriverName: driverName, NodeName: smokeNode, Start: startDriver(smokeNode, resourceslices.Options{})})
+	n, err := node.New(node.Config{DriverName: driverName, NodeName: smokeNode, Start: startSmokeDriver(o.mpsRunner)})
 	if err != nil {
 		cancel()
 		r.fail("work directory", "%v", err)
@@ -245,13 +251,33 @@ func cdiIDs(resp *drapb.NodePrepareResourceResponse) (ids, metadata []string) {
 	return ids, metadata
 }
 
-// unprepare unprepares the claim, checks that nothing is left and that no
-// GPU setting was changed.
-func (s *smokeSession) unprepare(r *report, claim *resourceapi.ResourceClaim) {
+// startSmokeDriver starts the plugin as the demo does, with dynamic MIG
+// off; with an MPS runner it offers MPS and runs the daemons with it.
+func startSmokeDriver(mps sharing.Runner) node.StartFunc {
+	if mps == nil {
+		return startDriver(smokeNode, resourceslices.Options{})
+	}
+	return func(ctx context.Context, dirs node.Dirs, client kubernetes.Interface, be *backend.Backend) (node.Plugin, error) {
+		d, err := driver.Start(ctx, driver.Config{DriverName: driverName, NodeName: smokeNode, Client: client, Backend: be,
+			StateDir: dirs.State, CDIDir: dirs.CDI, PluginDir: dirs.Plugin, RegistrarDir: dirs.Registry,
+			SharingStrategies: []configapi.SharingStrategy{configapi.MpsStrategy}, MPSRunner: mps})
+		if err != nil {
+			return nil, err // not a nil *Driver in a non-nil Plugin
+		}
+		return d, nil
+	}
+}
+
+// unprepareClaim unprepares the claim and checks that nothing is left.
+func (s *smokeSession) unprepareClaim(r *report, check string, claim *resourceapi.ResourceClaim) {
 	err := s.n.Unprepare(s.ctx, claim)
 	left, lerr := s.n.Leftovers()
-	r.check(err == nil && lerr == nil && left.Empty(), "unprepare", "error %v; left behind: %d CDI specs, %d checkpoint records", errors.Join(err, lerr), len(left.CDISpecs), len(left.Records))
+	r.check(err == nil && lerr == nil && left.Empty(), check, "error %v; left behind: %d CDI specs, %d checkpoint records", errors.Join(err, lerr), len(left.CDISpecs), len(left.Records))
+}
 
+// checkUnchanged checks that no GPU-changing call was made: the step's
+// last check.
+func (s *smokeSession) checkUnchanged(r *report) {
 	calls := s.refused.List()
 	r.check(len(calls) == 0, "no GPU setting changed", "refused attempts: %v", calls)
 }

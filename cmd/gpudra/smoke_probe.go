@@ -24,7 +24,12 @@ type probeOutput struct {
 	uuids    []string
 	kernel   string   // "PASS 4096" or "FAIL ..."; empty when not run
 	allocs   []string // "MIB RC NAME" per --alloc size
-	done     bool
+	// mps is CUDA_MPS_PIPE_DIRECTORY, mpsControl what the control daemon's
+	// socket there is ("socket", "missing", "other"), mpsLimit
+	// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT; "none" when unset, "" when the
+	// probe did not say.
+	mps, mpsControl, mpsLimit string
+	done                      bool
 }
 
 func parseProbe(out string) probeOutput {
@@ -58,6 +63,12 @@ func parseProbe(out string) probeOutput {
 			p.kernel = rest
 		case f[0] == "alloc":
 			p.allocs = append(p.allocs, rest)
+		case f[0] == "mps" && len(f) == 2:
+			p.mps = f[1]
+		case f[0] == "mpscontrol" && len(f) == 2:
+			p.mpsControl = f[1]
+		case f[0] == "mpslimit" && len(f) == 2:
+			p.mpsLimit = f[1]
 		case f[0] == "done":
 			p.done = true
 		}

@@ -59,7 +59,10 @@ var runs atomic.Int64
 // non-nil error comes with whatever output there was.
 func (c Container) Run(ctx context.Context, workDir string) (Result, error) {
 	var res Result
-	bundle := filepath.Join(workDir, fmt.Sprintf("bundle-%d", runs.Add(1)))
+	// One number per run, for its bundle and its container ID: runs may
+	// go on at the same time (two MPS clients of one daemon).
+	run := runs.Add(1)
+	bundle := filepath.Join(workDir, fmt.Sprintf("bundle-%d", run))
 	rootfs := filepath.Join(bundle, "rootfs")
 	if err := os.MkdirAll(bundle, 0o700); err != nil {
 		return res, err
@@ -88,7 +91,7 @@ func (c Container) Run(ctx context.Context, workDir string) (Result, error) {
 	// runc's state in the work directory, not /run/runc: nothing of the
 	// host's runtime is touched, and a crash leaves nothing there.
 	state := filepath.Join(workDir, "runc-state")
-	id := fmt.Sprintf("gpu-smoke-%d-%d", os.Getpid(), runs.Load())
+	id := fmt.Sprintf("gpu-smoke-%d-%d", os.Getpid(), run)
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(c.Runc, "--root", state, "run", "--bundle", bundle, id)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -24,6 +24,13 @@ import (
 // runc and the rootfs come from hack/smoke-container.sh. In the container
 // the probe must see GPU 0's node and not GPU 1's, load libcuda through
 // the hook's ld cache and get cuInit 100 (no device behind the nodes).
+//
+// Then the MPS claim: NVIDIA's own nvidia-cuda-mps-control (R535, from
+// the same userspace) runs chrooted into the driver root, which gets
+// Debian's libc from the container's rootfs for it (a host's root has
+// one), and two containers at once reach it through the pipe directory
+// with the claim's 2048 MiB limit; their cuInit gives 805, the code R535
+// gives an MPS client whose server cannot start for want of a GPU.
 func TestGPUSmokeContainerWithoutAGPU(t *testing.T) {
 	nv := os.Getenv("GDRA_NVIDIA_HOST_ROOT")
 	if nv == "" {
@@ -38,6 +45,7 @@ func TestGPUSmokeContainerWithoutAGPU(t *testing.T) {
 		t.Fatalf("copy %s: %v\n%s", nv, err, out)
 	}
 	(&cditest.DriverRoot{GPUs: 2}).MakeDevices(t, filepath.Join(root, "dev"))
+	withLibc(t, root)
 
 	bin := t.TempDir()
 	log := filepath.Join(t.TempDir(), "nvidia-smi.log")
@@ -62,8 +70,20 @@ func TestGPUSmokeContainerWithoutAGPU(t *testing.T) {
 		{"PASS", "container: libcuda via the hook's ld cache", `ld.so.cache names /usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1; dlopen("libcuda.so.1") loaded /usr/lib/x86_64-linux-gnu/nvidia/current/libcuda.so.1`},
 		{"PASS", "container: cuInit", "cuInit 100 CUDA_ERROR_NO_DEVICE"},
 		{"SKIP", "container: GPU UUID and CUDA kernel", "skipped: no GPU"},
-		{"SKIP", "container: MPS clients", "skipped: no GPU"},
 		{"PASS", "container: unprepare", ""},
+		{"PASS", "container: MPS prepare", ""},
+		{"PASS", "container: MPS daemon started", "nvidia-cuda-mps-control pid "},
+		{"PASS", "container: MPS client 1: runc run", ""},
+		{"PASS", "container: MPS client 1: pipe directory and limit", "CUDA_MPS_PIPE_DIRECTORY /tmp/nvidia-mps (control: socket), CUDA_MPS_PINNED_DEVICE_MEM_LIMIT 0=2048M"},
+		{"PASS", "container: MPS client 1: libcuda via the hook's ld cache", ""},
+		{"PASS", "container: MPS client 1: cuInit", "cuInit 805 CUDA_ERROR_MPS_CONNECTION_FAILED"},
+		{"SKIP", "container: MPS client 1: allocations under and over the limit", "skipped: no GPU"},
+		{"PASS", "container: MPS client 2: pipe directory and limit", "CUDA_MPS_PIPE_DIRECTORY /tmp/nvidia-mps (control: socket), CUDA_MPS_PINNED_DEVICE_MEM_LIMIT 0=2048M"},
+		{"PASS", "container: MPS client 2: cuInit", "cuInit 805 CUDA_ERROR_MPS_CONNECTION_FAILED"},
+		{"PASS", "container: MPS clients reached the daemon", ""},
+		{"PASS", "container: MPS unprepare", ""},
+		{"PASS", "container: MPS daemon directory removed", ""},
+		{"PASS", "container: MPS daemon stopped with quit", "exit 0, "},
 		{"PASS", "container: no GPU setting changed", ""},
 		{"PASS", "hook knows the spec's subcommands", ""},
 		{"PASS", "GPU settings unchanged (nvidia-smi)", ""},
@@ -76,8 +96,51 @@ func TestGPUSmokeContainerWithoutAGPU(t *testing.T) {
 	if !strings.Contains(out, " 0 failed") {
 		t.Error("a check failed")
 	}
+	if detail, _ := tableRow(out, "PASS", "container: MPS daemon stopped with quit"); !strings.Contains(detail, "logged Cmd:quit: true, processes left in the daemon's mount namespace: [];") {
+		t.Errorf("MPS daemon stop: %q", detail)
+	}
+	// The daemon's mounts were its own: the driver root's /tmp and
+	// /dev/shm are as empty as before.
+	for _, dir := range []string{"tmp", "dev/shm"} {
+		if left, _ := os.ReadDir(filepath.Join(root, dir)); len(left) != 0 {
+			t.Errorf("driver root's /%s holds %d entries after the run", dir, len(left))
+		}
+	}
 	h.readOnly(t)
 	t.Logf("gpu-smoke with the container step: %.1fs", time.Since(start).Seconds())
+}
+
+// withLibc gives the driver root Debian's libc from the smoke container's
+// rootfs, as a host's root has (NVIDIA's MPS tools are linked against it),
+// and the empty /tmp and /dev/shm a host's root has, where the MPS daemon
+// gets its directories mounted.
+func withLibc(t *testing.T, root string) {
+	t.Helper()
+	out, err := exec.Command("../../hack/smoke-container.sh").Output()
+	if err != nil {
+		t.Fatalf("hack/smoke-container.sh: %v", err)
+	}
+	var rootfs string
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "rootfs" {
+			rootfs = f[1]
+		}
+	}
+	// Debian 12's libc6 puts the loader and libc in /lib/x86_64-linux-gnu
+	// and the loader's link in /lib64; NVIDIA's packages put nothing there.
+	for _, dir := range []string{"lib", "lib64"} {
+		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := exec.Command("cp", "-a", filepath.Join(rootfs, dir)+"/.", filepath.Join(root, dir)).CombinedOutput(); err != nil {
+			t.Fatalf("copy %s's /%s: %v\n%s", rootfs, dir, err, b)
+		}
+	}
+	for _, dir := range []string{"tmp", "dev/shm"} {
+		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // buildHook builds nvidia-cdi-hook of the toolkit version go.mod pins, as

@@ -17,6 +17,8 @@
 //   kernel PASS N | kernel FAIL DETAIL
 //   alloc MIB RC NAME               with --alloc MIB[,MIB...]: cuMemAlloc each, then free
 //   mps PIPE|none                   CUDA_MPS_PIPE_DIRECTORY
+//   mpscontrol socket|missing|other what PIPE/control is: the daemon's socket
+//   mpslimit LIMIT|none             CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
 //   done
 //
 // libcuda is loaded by soname, without LD_LIBRARY_PATH: in the host layout
@@ -269,6 +271,15 @@ int main(int argc, char **argv) {
   if (h) cuda(h, alloc);
   const char *pipe = getenv("CUDA_MPS_PIPE_DIRECTORY");
   printf("mps %s\n", pipe ? pipe : "none");
+  if (pipe) {
+    // The MPS control daemon's socket, through the pipe directory mount.
+    char p[PATH_MAX];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/control", pipe);
+    printf("mpscontrol %s\n", lstat(p, &st) != 0 ? "missing" : S_ISSOCK(st.st_mode) ? "socket" : "other");
+  }
+  const char *limit = getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
+  printf("mpslimit %s\n", limit ? limit : "none");
   printf("done\n");
   return 0;
 }
