@@ -98,7 +98,7 @@ func smokeMPS(r *report, s *smokeSession, o containerOptions, runner *hostMPSRun
 	r.check(running, "MPS daemon started", "nvidia-cuda-mps-control pid %d, chrooted into %s in a mount namespace of its own (the daemon's directory at its /tmp, its shm at /dev/shm, as in a daemon pod), control pipe %s; compute mode untouched",
 		pid, o.driverRoot, d.ControlPipe())
 
-	runMPSClients(s.ctx, r, o, s.n.CDIDir(), append(ids, metadata...))
+	runMPSClients(s.ctx, r, o, s.n.CDIDir(), append(ids, metadata...), uuid)
 	log, _ := os.ReadFile(runner.LogFile(uuid))
 	clients := strings.Count(string(log), "NEW CLIENT")
 	r.check(clients >= mpsClients, "MPS clients reached the daemon", "the control daemon's log has %d NEW CLIENT lines, want %d or more (one per container)", clients, mpsClients)
@@ -118,7 +118,7 @@ type mpsRun struct {
 }
 
 // runMPSClients runs the clients at the same time and checks each.
-func runMPSClients(ctx context.Context, r *report, o containerOptions, cdiDir string, ids []string) {
+func runMPSClients(ctx context.Context, r *report, o containerOptions, cdiDir string, ids []string, uuid string) {
 	work, err := os.MkdirTemp("", "gpu-smoke-mps-")
 	if err != nil {
 		r.fail("MPS clients", "%v", err)
@@ -141,12 +141,13 @@ func runMPSClients(ctx context.Context, r *report, o containerOptions, cdiDir st
 	}
 	wg.Wait()
 	for i, run := range runs {
-		checkMPSClient(r, fmt.Sprintf("MPS client %d: ", i+1), run, o.simulate == "")
+		checkMPSClient(r, fmt.Sprintf("MPS client %d: ", i+1), run, o.simulate == "", uuid)
 	}
 }
 
-// checkMPSClient reports the checks of one client container.
-func checkMPSClient(r *report, name string, run mpsRun, realGPU bool) {
+// checkMPSClient reports the checks of one client container; uuid is the
+// claim's GPU.
+func checkMPSClient(r *report, name string, run mpsRun, realGPU bool, uuid string) {
 	if run.err != nil {
 		r.fail(name+"runc run", "%v; probe output: %s", run.err, strings.TrimSpace(run.res.Stdout))
 		return
@@ -172,6 +173,9 @@ func checkMPSClient(r *report, name string, run mpsRun, realGPU bool) {
 		r.skip(name+"allocations under and over the limit", "skipped: no GPU (cuInit %d)", p.cuInit)
 		return
 	}
+	r.check(p.count == 1 && len(p.uuids) == 1 && p.uuids[0] == uuid, name+"GPU UUID",
+		"cuDeviceGetCount %d, cuDeviceGetUuid %v, want only the claim's %s", p.count, p.uuids, uuid)
+	r.check(strings.HasPrefix(p.kernel, "PASS"), name+"CUDA kernel", "PTX JIT-compiled by the driver, run through the MPS server: %s", orNone(p.kernel))
 	under, over := p.alloc(mpsUnderMiB), p.alloc(mpsOverMiB)
 	r.check(under.rc == 0, fmt.Sprintf("%s%d MiB under the %d MiB limit", name, mpsUnderMiB, mpsLimitMiB), "cuMemAlloc %s", under)
 	r.check(over.rc > 0, fmt.Sprintf("%s%d MiB over the %d MiB limit refused", name, mpsOverMiB, mpsLimitMiB), "cuMemAlloc %s", over)

@@ -68,8 +68,10 @@ func TestCheckMPSClient(t *testing.T) {
 		{name: "no pipe directory", edit: replace("mps /tmp/nvidia-mps\nmpscontrol socket\n", "mps none\n"), failed: []string{"c: pipe directory and limit"}},
 		{name: "libcuda not through the ld cache", edit: replace("ldcache libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so.1", "ldcache libcuda.so.1 none"),
 			failed: []string{"c: libcuda via the hook's ld cache"}},
+		{name: "another GPU's UUID", edit: replace(probeUUID, "GPU-00000000-0000-0000-0000-000000000000"), failed: []string{"c: GPU UUID"}},
+		{name: "kernel failed", edit: replace("kernel PASS 4096", "kernel FAIL cuLaunchKernel 2 CUDA_ERROR_OUT_OF_MEMORY"), failed: []string{"c: CUDA kernel"}},
 		{name: "cuInit fails on a GPU", edit: noGPU("805 CUDA_ERROR_MPS_CONNECTION_FAILED"),
-			failed: []string{"c: cuInit", "c: 1024 MiB under the 2048 MiB limit", "c: 3072 MiB over the 2048 MiB limit refused"}},
+			failed: []string{"c: cuInit", "c: GPU UUID", "c: CUDA kernel", "c: 1024 MiB under the 2048 MiB limit", "c: 3072 MiB over the 2048 MiB limit refused"}},
 		{name: "no GPU: cuInit 805 passes, allocations skipped", edit: noGPU("805 CUDA_ERROR_MPS_CONNECTION_FAILED"), noGPU: true,
 			skipped: []string{"c: allocations under and over the limit"}},
 		// 100 is what a client without MPS gets: the client never asked
@@ -86,7 +88,7 @@ func TestCheckMPSClient(t *testing.T) {
 			}
 			var buf bytes.Buffer
 			r := &report{out: &buf}
-			checkMPSClient(r, "c: ", mpsRun{res: ocirun.Result{Stdout: out}, err: tc.runErr}, !tc.noGPU)
+			checkMPSClient(r, "c: ", mpsRun{res: ocirun.Result{Stdout: out}, err: tc.runErr}, !tc.noGPU, probeUUID)
 			var failed, skipped []string
 			for _, res := range r.results {
 				switch res.status {

@@ -183,7 +183,11 @@ func (r *hostMPSRunner) stopReport(uuid string) (ok bool, detail string) {
 	}
 	log, _ := os.ReadFile(r.LogFile(uuid))
 	quit := strings.Contains(string(log), "Cmd:quit")
+	// An MPS server may end a moment after its control daemon.
 	left := processesIn(h.mountNS)
+	for deadline := time.Now().Add(5 * time.Second); len(left) != 0 && time.Now().Before(deadline); left = processesIn(h.mountNS) {
+		time.Sleep(50 * time.Millisecond)
+	}
 	ok = h.stopped && h.err == nil && quit && len(left) == 0
 	return ok, fmt.Sprintf("exit %v, nvidia-cuda-mps-control pid %d logged Cmd:quit: %t, processes left in the daemon's mount namespace: %v",
 		exitString(h.err), h.controlPID, quit, left)
