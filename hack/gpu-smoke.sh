@@ -28,7 +28,20 @@
 #      get cuInit 0, the claim's UUID from cuDeviceGetUuid, and run a PTX
 #      kernel (JIT-compiled by the driver) whose result it checks. On
 #      simulated GPUs (the tests) cuInit must give 100 and the rest is
-#      skipped. Rows "container: ..."; skipped without root;
+#      skipped. Then an MPS claim of the same GPU (GpuConfig sharing MPS,
+#      2048Mi pinned-memory limit): the plugin starts its control daemon
+#      as a daemon pod would (gpudra smoke mps-daemon: a mount namespace
+#      of its own with the daemon's directory at the driver root's /tmp and
+#      its shm directory at /dev/shm, nvidia-cuda-mps-control chrooted into
+#      the driver root, compute mode untouched); two containers at once
+#      run the probe with the claim's CDI devices: each must see the
+#      daemon's socket in the pipe directory and the claim's limit in its
+#      environment, and on a GPU get cuInit 0, its UUID, the kernel,
+#      allocate 1 GiB and be refused 3 GiB (on simulated GPUs cuInit must
+#      give 805, CUDA_ERROR_MPS_CONNECTION_FAILED: the daemon's server
+#      finds no GPU). Unprepared, the daemon must have got `quit` and left
+#      no process. Without nvidia-cuda-mps-control in the driver root the
+#      MPS rows are one SKIP. Rows "container: ..."; skipped without root;
 #   5. the GPUs' settings compared before and after.
 #
 # It never changes MIG mode, compute mode, the time slice, persistence mode or
