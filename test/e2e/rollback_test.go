@@ -276,6 +276,12 @@ func TestUpgradeAndDowngradeKeepClaims(t *testing.T) {
 		return strings.Contains(line, "Prepared claim lost a device") && slices.ContainsFunc(newMigs, func(d string) bool { return strings.Contains(line, d) })
 	}
 	checkRecords(t, "after the rollback", len(allWorkloads)+3, nil, lostNew)
+	logs := strings.Split(pluginLogs(t, pluginPod(t).Name, false), "\n")
+	for _, d := range newMigs {
+		if !slices.ContainsFunc(logs, func(line string) bool { return lostNew(line) && strings.Contains(line, d) }) {
+			t.Errorf("after the rollback %s does not say that it does not know %s", oldCommit, d)
+		}
+	}
 	// The old release unprepares claims this one prepared, but for the
 	// MIG devices it does not know by their new names: it would leave them
 	// behind (docs/node-lifecycle.md). mig-pair waits for the upgrade.
