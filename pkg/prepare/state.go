@@ -12,8 +12,10 @@ import (
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
@@ -206,15 +208,24 @@ func (s *State) enter() (func(), error) {
 	return s.Fence.Enter()
 }
 
+// kubeletDevices is what NodePrepareResources returns for a claim. A share
+// of a device (consumable capacity) carries its share ID: the kubelet
+// keeps it and reports it in PodResources (k8s.io/kubernetes
+// pkg/kubelet/cm/dra/manager.go prepareResources, container_manager_linux.go
+// GetDynamicResources), where monitoring tells the shares of one GPU apart.
 func kubeletDevices(devs []checkpoint.PreparedDevice) []kubeletplugin.Device {
 	out := make([]kubeletplugin.Device, 0, len(devs))
 	for _, d := range devs {
-		out = append(out, kubeletplugin.Device{
+		kd := kubeletplugin.Device{
 			Requests:     d.Requests,
 			PoolName:     d.Pool,
 			DeviceName:   d.Device,
 			CDIDeviceIDs: d.CDIDeviceIDs,
-		})
+		}
+		if d.ShareID != "" {
+			kd.ShareID = ptr.To(types.UID(d.ShareID))
+		}
+		out = append(out, kd)
 	}
 	return out
 }
