@@ -65,7 +65,7 @@ func smokeMPSClaim(dev *resourceapi.Device) *resourceapi.ResourceClaim {
 // daemon, which the MPS part needs; why not, when it has not.
 func mpsTools(driverRoot string) (bool, string) {
 	if _, err := (sharing.NvidiaTools{Root: driverRoot}).Tool(context.Background(), "nvidia-cuda-mps-control", nil); err != nil {
-		return false, err.Error()
+		return false, fmt.Sprintf("no nvidia-cuda-mps-control in the driver root %s (the MPS part runs NVIDIA's control daemon: Debian ships it in nvidia-cuda-mps, Ubuntu in nvidia-compute-utils-<branch>, NVIDIA's .run installer with the driver)", driverRoot)
 	}
 	return true, ""
 }
