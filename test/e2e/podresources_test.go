@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,19 +61,18 @@ func TestPodResources(t *testing.T) {
 	lgip := nvmlProfileIDs(t)
 	for key, s := range saw {
 		pod, ctr, _ := strings.Cut(key, "/")
-		ds := got[key]
-		if len(ds) != 1 {
-			t.Errorf("%s: PodResources lists %d devices of %s, want 1: %+v", key, len(ds), driverName, ds)
+		claim := claimOf(t, podResourcesNS, pod, "gpu")
+		d, ok := ownDevice(t, key, got[key], claim, s)
+		if !ok {
 			continue
 		}
-		d, id := ds[0], ds[0].Identity
+		id := d.Identity
 		t.Logf("%s: claim %s, device %s/%s (share %q) -> %+v spec %+v; saw %s %v", key, d.ClaimName, d.Pool, d.Device, d.ShareID, id, id.Dynamic, s.gpu, s.migs)
-		podClaim := "gpu"
-		if want := claimOf(t, podResourcesNS, pod, podClaim); d.ClaimName != want || d.ClaimNamespace != podResourcesNS {
-			t.Errorf("%s: PodResources names claim %s/%s, the pod's claim is %s/%s", key, d.ClaimNamespace, d.ClaimName, podResourcesNS, want)
+		if d.ClaimName != claim || d.ClaimNamespace != podResourcesNS {
+			t.Errorf("%s: PodResources names claim %s/%s, the pod's claim is %s/%s", key, d.ClaimNamespace, d.ClaimName, podResourcesNS, claim)
 		}
-		if len(d.CDIDevices) == 0 {
-			t.Errorf("%s: no CDI devices listed for %s", key, d.Device)
+		if !slices.ContainsFunc(d.CDIDevices, func(c string) bool { return strings.HasSuffix(c, "-"+d.Device) }) {
+			t.Errorf("%s: CDI devices %v of %s do not name it", key, d.CDIDevices, d.Device)
 		}
 		if !d.Resolved || id.GPUUUID != s.gpu {
 			t.Errorf("%s: the exporter attributes %s to GPU %q (resolved %v); the container sees %s", key, d.Device, id.GPUUUID, d.Resolved, s.gpu)
@@ -83,6 +83,8 @@ func TestPodResources(t *testing.T) {
 			if id.Type != "gpu" || len(s.migs) != 0 {
 				t.Errorf("%s: resolved as %q, the container sees MIG devices %v; want a GPU", key, id.Type, s.migs)
 			}
+			// A share is told apart from the GPU's other shares by its
+			// share ID, which the kubelet has from the prepare result.
 			if shared := d.ShareID != ""; shared != (pod == "fraction") {
 				t.Errorf("%s: share ID %q; only the fraction is a share of its device", key, d.ShareID)
 			}
@@ -99,6 +101,49 @@ func TestPodResources(t *testing.T) {
 	kubectl(t, "delete", "namespace", podResourcesNS, "--wait=true", "--timeout=120s")
 	waitNodeClean(t, "after TestPodResources", nil)
 	t.Logf("TestPodResources body: %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+// ownDevice picks a container's own device from what PodResources lists
+// for it. The kubelet lists every device of each claim a container uses,
+// whatever request the container names (k8s.io/kubernetes v1.37.2
+// pkg/kubelet/cm/dra/manager.go GetContainerClaimInfos selects claims by
+// name only; container_manager_linux.go GetDynamicResources): both
+// containers of the MIG pair see both MIG devices there. The exporter then
+// keys each container by the parent's UUID and keeps the first device it
+// meets (toDeviceToPodsDRA), so per-container MIG labels need a claim per
+// container (docs/monitoring.md). Here the list must be exactly the
+// claim's allocation, and the container's own device the one of the
+// profile it sees.
+func ownDevice(t *testing.T, key string, listed []dcgmview.ContainerDevice, claim string, s seen) (dcgmview.ContainerDevice, bool) {
+	t.Helper()
+	var names []string
+	for _, d := range listed {
+		names = append(names, d.Device)
+	}
+	var want []string
+	for _, dev := range allocatedDevices(t, podResourcesNS, claim) {
+		want = append(want, dev)
+	}
+	slices.Sort(names)
+	slices.Sort(want)
+	if !slices.Equal(names, want) {
+		t.Errorf("%s: PodResources lists devices %v of %s, its claim %s holds %v", key, names, driverName, claim, want)
+		return dcgmview.ContainerDevice{}, false
+	}
+	if len(listed) == 1 {
+		return listed[0], true
+	}
+	var own []dcgmview.ContainerDevice
+	for _, d := range listed {
+		if len(s.migs) == 1 && strings.HasPrefix(s.migs[0], d.Identity.Profile+"=") {
+			own = append(own, d)
+		}
+	}
+	if len(own) != 1 {
+		t.Errorf("%s: %d of the listed devices %v are of the MIG profile the container sees (%v)", key, len(own), names, s.migs)
+		return dcgmview.ContainerDevice{}, false
+	}
+	return own[0], true
 }
 
 // checkDynamicMig holds the exporter's identity of a dynamic MIG device
