@@ -126,6 +126,9 @@ func withLibc(t *testing.T, root string) {
 			rootfs = f[1]
 		}
 	}
+	if rootfs == "" {
+		t.Fatalf("hack/smoke-container.sh printed no rootfs line:\n%s", out)
+	}
 	// Debian 12's libc6 puts the loader and libc in /lib/x86_64-linux-gnu
 	// and the loader's link in /lib64; NVIDIA's packages put nothing there.
 	for _, dir := range []string{"lib", "lib64"} {
