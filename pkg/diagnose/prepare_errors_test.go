@@ -27,6 +27,7 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare/step"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
 
@@ -70,7 +71,7 @@ func newPreparedNode(t *testing.T) *preparedNode {
 	devices := map[string]*prepare.AllocatableDevice{"gpu-0": {Name: "gpu-0", Kind: configapi.WholeGPU, GPU: g, Partitionable: true}}
 	for _, prof := range g.MigProfiles {
 		for _, pl := range prof.Placements {
-			name := fmt.Sprintf("gpu-0-mig-%s-%d", strings.ReplaceAll(prof.Name, ".", ""), pl.Start)
+			name := resourceslices.DynamicMigDeviceName(g.Minor, prof, pl.Start)
 			devices[name] = &prepare.AllocatableDevice{Name: name, Kind: configapi.DynamicMIG, GPU: g, Placement: mig.Placement{Profile: prof, Start: pl.Start, Size: pl.Size}}
 		}
 	}
@@ -135,10 +136,10 @@ func TestRealPrepareErrors(t *testing.T) {
 			if err := n.sim.SetFault(n.gpu.UUID, nvml.ERROR_UNKNOWN); err != nil {
 				t.Fatal(err)
 			}
-			return allocated("gpu-0-mig-1g10gb-3", "")
+			return allocated("gpu-0-mig-1g10gb-19-3", "")
 		},
 		step:    step.MIG,
-		verdict: []string{"configuring MIG failed: device gpu-0-mig-1g10gb-3: ", "nvidia-smi mig -lgi"},
+		verdict: []string{"configuring MIG failed: device gpu-0-mig-1g10gb-19-3: ", "nvidia-smi mig -lgi"},
 	}, {
 		name: "CDI write failure",
 		provoke: func(_ *testing.T, n *preparedNode) *resourceapi.ResourceClaim {
@@ -160,10 +161,10 @@ func TestRealPrepareErrors(t *testing.T) {
 			if _, err := n.state.Prepare(context.Background(), allocated("gpu-0", "")); err != nil {
 				t.Fatal(err)
 			}
-			return allocated("gpu-0-mig-1g10gb-0", "")
+			return allocated("gpu-0-mig-1g10gb-19-0", "")
 		},
 		step:    step.Reserve,
-		verdict: []string{"in use by another claim prepared on the node: device gpu-0-mig-1g10gb-0 shares GPU hardware with device gpu-0"},
+		verdict: []string{"in use by another claim prepared on the node: device gpu-0-mig-1g10gb-19-0 shares GPU hardware with device gpu-0"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newPreparedNode(t)
