@@ -49,7 +49,8 @@ for what; do
         cgo -o "$out/gpudra" ./cmd/gpudra
         [ -d cmd/kubectl-gpu ] || ln -sf gpudra "$out/kubectl-gpu"
       fi
-      if [ -d cmd/kubectl-gpu ]; then cgo -o "$out/kubectl-gpu" ./cmd/kubectl-gpu; fi
+      # kubectl-gpu links no cgo (cmd/kubectl-gpu/deps_test.go): static.
+      if [ -d cmd/kubectl-gpu ]; then CGO_ENABLED=0 $GO build "${flags[@]}" -tags "$TAGS" -o "$out/kubectl-gpu" ./cmd/kubectl-gpu; fi
       ;;
     gpudra) cgo -o "$out/gpudra" ./cmd/gpudra ;;
     smi) CGO_ENABLED=0 $GO build "${flags[@]}" -tags "$TAGS" -o "$out/nvidia-smi-sim" ./cmd/nvidia-smi-sim ;;

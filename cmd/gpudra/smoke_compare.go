@@ -19,7 +19,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 )
 
 type smiGPU struct {
@@ -168,7 +168,7 @@ func smokeCompare(r *report, slicesFile, gpusFile, lgipFile string) {
 		r.pass(id+" uuid", "%s as %s", g.uuid, d.Name)
 		r.check(attrString(d, "productName") == g.name, id+" name", "published %q, nvidia-smi %q", attrString(d, "productName"), g.name)
 		var memMiB int64 = -1
-		if q, ok := d.Capacity[resourceapi.QualifiedName(resourceslices.CapMemory)]; ok {
+		if q, ok := d.Capacity[resourceapi.QualifiedName(deviceattr.CapMemory)]; ok {
 			memMiB = q.Value.Value() >> 20
 		}
 		r.check(math.Abs(float64(memMiB-g.memoryMiB)) <= 1, id+" memory", "published %d MiB, nvidia-smi %d MiB", memMiB, g.memoryMiB)

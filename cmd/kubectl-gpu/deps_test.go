@@ -4,6 +4,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -31,8 +32,12 @@ var nodeSide = []string{
 	module + "internal/fakeapi",
 	module + "internal/schedtest",
 	module + "internal/migpacking",
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock", // the NVML mock server
-	"k8s.io/client-go/kubernetes/fake",        // and any other .../fake, below
+	// NVML: the inventory and its bindings (cgo). The device vocabulary
+	// the commands read slices with is in pkg/deviceattr.
+	module + "pkg/nvdev",
+	"github.com/NVIDIA/go-nvml", // the bindings and the NVML mock server
+	"github.com/NVIDIA/go-nvlib",
+	"k8s.io/client-go/kubernetes/fake", // and any other .../fake, below
 	// (not k8s.io/client-go/testing: every typed client links it, through
 	// k8s.io/client-go/gentype)
 	"k8s.io/dynamic-resource-allocation/kubeletplugin",
@@ -52,29 +57,43 @@ var allowed = []string{module + "pkg/prepare/step"}
 
 // needed must be there: without them the list is not the binary's.
 var needed = []string{
-	module + "internal/opcmd", module + "pkg/diagnose", module + "pkg/fleetview",
+	module + "internal/opcmd", module + "pkg/diagnose", module + "pkg/fleetview", module + "pkg/deviceattr",
 	"k8s.io/cli-runtime/pkg/printers", "k8s.io/client-go/tools/clientcmd",
 }
 
 // deps lists what `go build` links for the package in dir (with the build
 // tags of `make build` or none), by `go list -deps`.
 func deps(t *testing.T, dir string, tags ...string) []string {
+	return strings.Fields(goList(t, dir, "{{.ImportPath}}", tags...))
+}
+
+// cgoDeps are the packages outside the standard library among those `go
+// build` links for the package in dir that have cgo files (with cgo on, as
+// `go list` sees it here). The standard library's (runtime/cgo, net,
+// os/user) have pure Go fallbacks; other packages' may have none, as
+// go-nvml's bindings do not.
+func cgoDeps(t *testing.T, dir string) []string {
+	return strings.Fields(goList(t, dir, "{{if and .CgoFiles (not .Standard)}}{{.ImportPath}}{{end}}", "grpcnotrace"))
+}
+
+func goList(t *testing.T, dir, format string, tags ...string) string {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go tool not in PATH")
 	}
-	args := []string{"list", "-deps", "-f", "{{.ImportPath}}"}
+	args := []string{"list", "-deps", "-f", format}
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
 	cmd := exec.Command(goTool, append(args, ".")...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list -deps in %s: %v", dir, err)
 	}
-	return strings.Fields(string(out))
+	return string(out)
 }
 
 // forbidden are the node-side packages among pkgs.
@@ -111,6 +130,15 @@ func TestNoNodeSideDependencies(t *testing.T) {
 	}
 }
 
+// TestNoCgoDependencies: operators run kubectl plugins on laptops (macOS,
+// Windows, arm64), where there is no C cross compiler and no NVML; nothing
+// kubectl-gpu links may need cgo.
+func TestNoCgoDependencies(t *testing.T) {
+	if bad := cgoDeps(t, "."); len(bad) > 0 {
+		t.Errorf("kubectl-gpu links packages with cgo: %s", strings.Join(bad, ", "))
+	}
+}
+
 // TestDepsCheckFindsTheDevBinarysNodeSide: the check above finds the node
 // side where it is, in gpudra (the demo runs the driver on the simulator).
 func TestDepsCheckFindsTheDevBinarysNodeSide(t *testing.T) {
@@ -123,5 +151,11 @@ func TestDepsCheckFindsTheDevBinarysNodeSide(t *testing.T) {
 	}
 	if slices.Contains(bad, module+"pkg/prepare/step") {
 		t.Error("pkg/prepare/step is allowed, but the check reports it")
+	}
+	if !slices.Contains(bad, module+"pkg/nvdev") {
+		t.Errorf("the check misses %s in gpudra", module+"pkg/nvdev")
+	}
+	if c := cgoDeps(t, "../gpudra"); !slices.Contains(c, "github.com/NVIDIA/go-nvml/pkg/nvml") {
+		t.Errorf("the cgo check misses go-nvml's bindings in gpudra; it finds %v", c)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
@@ -135,10 +136,10 @@ func migProfiles(res resourceslice.DriverResources) ([]string, []int) {
 	var counts []int
 	for _, s := range res.Pools["n1"].Slices {
 		for _, d := range s.Devices {
-			if *d.Attributes[resourceslices.AttrType].StringValue != resourceslices.TypeMIG {
+			if *d.Attributes[deviceattr.AttrType].StringValue != deviceattr.TypeMIG {
 				continue
 			}
-			p := *d.Attributes[resourceslices.AttrProfile].StringValue
+			p := *d.Attributes[deviceattr.AttrProfile].StringValue
 			i, ok := index[p]
 			if !ok {
 				i = len(names)
@@ -257,7 +258,7 @@ func ascending(res resourceslice.DriverResources, g *nvdev.GPU) resourceslice.Dr
 		}
 	}
 	var order []resourceapi.Device
-	if d, ok := byName[resourceslices.GPUDeviceName(g.Minor)]; ok {
+	if d, ok := byName[deviceattr.GPUDeviceName(g.Minor)]; ok {
 		order = append(order, d)
 	}
 	for _, p := range g.MigProfiles {

@@ -10,6 +10,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/dcgmview"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
@@ -56,7 +57,7 @@ func TestPublishedStaticAndDynamicMig(t *testing.T) {
 	for _, s := range res.Pools["n1"].Slices {
 		for _, d := range s.Devices {
 			id, ok := ix.Resolve("n1", d.Name)
-			n, isMig := resourceslices.ParseMigDeviceName(d.Name)
+			n, isMig := deviceattr.ParseMigDeviceName(d.Name)
 			switch {
 			case !isMig:
 				continue

@@ -3,7 +3,11 @@
 
 package diagnose
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
+)
 
 // adminAccessLabel is the namespace label the API server requires for a
 // request with adminAccess: true.
@@ -12,7 +16,7 @@ const adminAccessLabel = `resource.kubernetes.io/admin-access: "true"`
 // monitorClass is the DeviceClass of the driver's monitor devices
 // (deployments/helm/gpu-dra-driver/templates/deviceclass-monitor.yaml):
 // one counter-free device per GPU, for admin access only.
-func (c *cluster) monitorClass() string { return monitorType + "." + c.snap.DriverName }
+func (c *cluster) monitorClass() string { return deviceattr.TypeMonitor + "." + c.snap.DriverName }
 
 // monitorWithoutAdmin explains a request for the monitor class that does
 // not ask for admin access: the chart's admission policy refuses such a

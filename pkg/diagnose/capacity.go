@@ -20,6 +20,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedfeatures"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 )
 
 // NodeCapacity is how many more copies of a claim one node can take.
@@ -244,7 +245,7 @@ func signature(slices []*resourceapi.ResourceSlice, state allocatedState, rename
 			for j, d := range sl.Spec.Devices {
 				d.Attributes = maps.Clone(d.Attributes)
 				for name, a := range d.Attributes {
-					if id := name[strings.LastIndex(string(name), "/")+1:]; (id == "uuid" || id == "parentUUID") && a.StringValue != nil {
+					if id := name[strings.LastIndex(string(name), "/")+1:]; (id == deviceattr.AttrUUID || id == deviceattr.AttrParentUUID) && a.StringValue != nil {
 						if _, ok := uuids[*a.StringValue]; !ok {
 							uuids[*a.StringValue] = fmt.Sprintf("uuid-%d", len(uuids))
 						}

@@ -12,6 +12,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics/metricname"
 )
 
@@ -85,7 +86,7 @@ func DiagnoseNode(s *Snapshot, name string) *Report {
 		r.Status = OK
 		gpus := 0
 		for _, t := range nr.ByType {
-			if t.Type == "gpu" {
+			if t.Type == deviceattr.TypeGPU {
 				gpus = t.Total
 			}
 		}
@@ -126,10 +127,6 @@ func simulatedProfile(p *corev1.Pod) string {
 
 // countNodeDevices sorts the node's devices as a request with no selector
 // would see them.
-// monitorType is the type attribute of GPU monitor devices
-// (pkg/resourceslices/monitor.go).
-const monitorType = "monitor"
-
 func (c *cluster) countNodeDevices(nr *NodeReport) {
 	byType := map[string]*DeviceCount{}
 	for _, d := range c.devices {
@@ -141,7 +138,7 @@ func (c *cluster) countNodeDevices(nr *NodeReport) {
 			byType[t] = &DeviceCount{Type: t}
 		}
 		counts := []*DeviceCounts{&byType[t].DeviceCounts}
-		if t != monitorType {
+		if t != deviceattr.TypeMonitor {
 			// Monitor devices (one per GPU, admin access only) are
 			// views of GPUs counted already: only their own row has them.
 			counts = append(counts, &nr.Devices)

@@ -10,6 +10,8 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 )
 
 // device is one published device of a complete pool.
@@ -34,7 +36,7 @@ func (d *device) attr(name string) (resourceapi.DeviceAttribute, bool) {
 }
 
 func (d *device) typ() string {
-	if a, ok := d.attr("type"); ok && a.StringValue != nil {
+	if a, ok := d.attr(deviceattr.AttrType); ok && a.StringValue != nil {
 		return *a.StringValue
 	}
 	return ""

@@ -11,6 +11,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/utils/ptr"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 )
 
 // analyzeRequest walks one exact request: published devices, the class's
@@ -188,7 +190,7 @@ func (c *cluster) classify(r *RequestReport, req *resourceapi.ExactDeviceRequest
 						b.Holders = append(b.Holders, o)
 					}
 				}
-				if bd.typ() == "gpu" {
+				if bd.typ() == deviceattr.TypeGPU {
 					b.WholeGPU = true
 				}
 			}

@@ -10,10 +10,10 @@ import (
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics/metricname"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // allocation is what prepared claims hold on each GPU the node publishes
@@ -47,7 +47,7 @@ func gpuAllocation(inv *nvdev.Inventory, records []checkpoint.PreparedClaim) []m
 			continue
 		}
 		for _, dev := range rec.Devices {
-			if dev.AdminAccess || resourceslices.IsMonitorDeviceName(dev.Device) {
+			if dev.AdminAccess || deviceattr.IsMonitorDeviceName(dev.Device) {
 				continue
 			}
 			gpu := dev.UUID

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
@@ -37,13 +38,13 @@ func DeviceTable(inv *nvdev.Inventory, o resourceslices.Options, records []check
 	o.HeldLegacyMigNames = map[string]string{}
 	for _, rec := range records {
 		for _, d := range rec.Devices {
-			if resourceslices.IsMonitorDeviceName(d.Device) {
+			if deviceattr.IsMonitorDeviceName(d.Device) {
 				o.HeldMonitors[d.UUID] = true
 			}
 			if d.Mig != nil && d.Mig.Dynamic {
 				o.DynamicParents[d.Mig.ParentUUID] = true
 				o.HeldMigProfiles[d.Mig.ParentUUID] = append(o.HeldMigProfiles[d.Mig.ParentUUID], d.Mig.Profile)
-				if n, ok := resourceslices.ParseMigDeviceName(d.Device); ok && n.GIProfileID < 0 {
+				if n, ok := deviceattr.ParseMigDeviceName(d.Device); ok && n.GIProfileID < 0 {
 					o.HeldLegacyMigNames[d.Device] = d.Mig.ParentUUID
 				}
 			}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
@@ -49,7 +50,7 @@ func (d *Driver) newMonitor(watched []health.Device, book *ledger.Ledger) *healt
 	// A claim allocated before dynamic MIG names carried the profile ID
 	// holds it under its older name.
 	m.InstanceOf = func(device string) (uint32, uint32, bool) {
-		legacy, _ := resourceslices.LegacyMigDeviceName(device)
+		legacy, _ := deviceattr.LegacyMigDeviceName(device)
 		for _, rec := range book.View().Records() {
 			for _, pd := range rec.Devices {
 				if (pd.Device == device || pd.Device == legacy) && pd.Mig != nil && pd.Mig.GIID >= 0 && pd.Mig.CIID >= 0 {

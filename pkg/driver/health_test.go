@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
@@ -68,7 +69,7 @@ func TestXIDTaintsTheDeviceUntilTheGPURecovers(t *testing.T) {
 	n.publishedSlices()
 	sim, inv := n.driver.cfg.Backend.Simulator, n.driver.cfg.Backend.Inventory
 	uuid := inv.GPUs[1].UUID
-	device := resourceslices.GPUDeviceName(inv.GPUs[1].Minor)
+	device := deviceattr.GPUDeviceName(inv.GPUs[1].Minor)
 	claim := n.claim("sick", []string{device})
 	n.mustPrepare(claim)
 	waitFor(t, "healthy condition", func() bool { return n.healthCondition("sick") == "Healthy=True/NoFaults" })
@@ -104,7 +105,7 @@ func TestXIDTaintsTheDeviceUntilTheGPURecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "taint", func() bool { return n.taintOf(device) == "xid-79/NoExecute" })
-	if other := resourceslices.GPUDeviceName(inv.GPUs[0].Minor); n.taintOf(other) != "" {
+	if other := deviceattr.GPUDeviceName(inv.GPUs[0].Minor); n.taintOf(other) != "" {
 		t.Fatalf("healthy %s tainted: %s", other, n.taintOf(other))
 	}
 	waitHealth(drahealthv1.HealthStatus_UNHEALTHY)

@@ -23,6 +23,7 @@ import (
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
@@ -48,7 +49,7 @@ var metadataVersions = []schema.GroupVersion{metadatav1beta1.SchemeGroupVersion}
 // published capacity. Sharing attributes are absent on a device used
 // exclusively.
 const (
-	MetaAttrMemory                 = resourceslices.CapMemory
+	MetaAttrMemory                 = deviceattr.CapMemory
 	MetaAttrSharingStrategy        = "sharingStrategy"
 	MetaAttrTimeSlicingInterval    = "timeSlicingInterval"
 	MetaAttrMPSActiveThreadPercent = "mpsActiveThreadPercentage"
@@ -111,23 +112,23 @@ func (m *deviceMetadata) attributes(rec checkpoint.PreparedDevice) map[string]re
 	for name, a := range pub.Attributes {
 		attrs[string(name)] = a
 	}
-	setString(attrs, resourceslices.AttrUUID, rec.UUID) // a dynamic MIG device has one only now
-	setString(attrs, resourceslices.AttrProductName, rec.ProductName)
-	if _, published := attrs[resourceslices.AttrType]; !published {
+	setString(attrs, deviceattr.AttrUUID, rec.UUID) // a dynamic MIG device has one only now
+	setString(attrs, deviceattr.AttrProductName, rec.ProductName)
+	if _, published := attrs[deviceattr.AttrType]; !published {
 		// The record's Type is the config type ("gpu" for a monitor
 		// device too): it must not override the published one.
-		setString(attrs, resourceslices.AttrType, string(rec.Type))
+		setString(attrs, deviceattr.AttrType, string(rec.Type))
 	}
 	if rec.Mig != nil {
-		setString(attrs, resourceslices.AttrParentUUID, rec.Mig.ParentUUID)
-		setString(attrs, resourceslices.AttrProfile, rec.Mig.Profile)
+		setString(attrs, deviceattr.AttrParentUUID, rec.Mig.ParentUUID)
+		setString(attrs, deviceattr.AttrProfile, rec.Mig.Profile)
 	}
 	if v := rec.Vfio; v != nil {
 		// What KubeVirt's DRA support reads to find the host device.
 		setString(attrs, string(deviceattribute.StandardDeviceAttributePCIBusID), v.PCIBusID)
-		setString(attrs, resourceslices.AttrIOMMUGroup, v.IOMMUGroup)
+		setString(attrs, deviceattr.AttrIOMMUGroup, v.IOMMUGroup)
 	}
-	if mem, ok := pub.Capacity[resourceslices.CapMemory]; ok {
+	if mem, ok := pub.Capacity[deviceattr.CapMemory]; ok {
 		attrs[MetaAttrMemory] = intAttr(mem.Value.Value())
 	}
 	if sh := rec.Sharing; sh != nil {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
@@ -223,8 +224,8 @@ func TestDeviceMetadataMonitorType(t *testing.T) {
 	g := n.driver.cfg.Backend.Inventory.GPUs[0]
 	claim := n.adminClaim("watch", []string{"gpu-0-monitor"})
 	d := n.containerMetadata(t, claim)
-	if got := attrString(d, "type"); got != resourceslices.TypeMonitor {
-		t.Errorf("type %q, want %q as published", got, resourceslices.TypeMonitor)
+	if got := attrString(d, "type"); got != deviceattr.TypeMonitor {
+		t.Errorf("type %q, want %q as published", got, deviceattr.TypeMonitor)
 	}
 	if got := attrString(d, "uuid"); got != g.UUID {
 		t.Errorf("uuid %q, want the GPU's %q", got, g.UUID)

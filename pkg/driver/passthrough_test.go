@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/fakeapi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/vfio"
@@ -59,7 +60,7 @@ func TestPassthroughAcrossRestart(t *testing.T) {
 	if a := attrs["resource.kubernetes.io/pciBusID"]; a.StringValue == nil || *a.StringValue != simulate.PCIBusID(1) {
 		t.Fatalf("device metadata pciBusID %+v", a)
 	}
-	if a := attrs[resourceslices.AttrIOMMUGroup]; a.StringValue == nil || *a.StringValue != simulate.IOMMUGroup(1) {
+	if a := attrs[deviceattr.AttrIOMMUGroup]; a.StringValue == nil || *a.StringValue != simulate.IOMMUGroup(1) {
 		t.Fatalf("device metadata iommuGroup %+v", a)
 	}
 

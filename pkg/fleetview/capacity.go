@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/deployments/static"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // Request is what `gpudra capacity` counts: one of a claim template, one
@@ -92,7 +92,7 @@ func Probe(s *diagnose.Snapshot, r Request) (*resourceapi.ResourceClaim, error) 
 			if !hasClass(s, req.DeviceClassName) {
 				return nil, fmt.Errorf("--mig-profile: the DeviceClass %s of MIG devices does not exist; install the chart's classes or use --class", req.DeviceClassName)
 			}
-			sel := fmt.Sprintf("device.attributes['%s'].%s == '%s'", s.DriverName, resourceslices.AttrProfile, r.MigProfile)
+			sel := fmt.Sprintf("device.attributes['%s'].%s == '%s'", s.DriverName, deviceattr.AttrProfile, r.MigProfile)
 			req.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: sel}}}
 		}
 		claim.Spec.Devices.Requests = []resourceapi.DeviceRequest{{Name: "mig", Exactly: req}}
@@ -200,8 +200,8 @@ func migProfiles(s *diagnose.Snapshot) []string {
 	for _, sl := range currentSlices(s) {
 		for j := range sl.Spec.Devices {
 			d := &sl.Spec.Devices[j]
-			if attrString(s.DriverName, d, resourceslices.AttrType) == resourceslices.TypeMIG {
-				if p := attrString(s.DriverName, d, resourceslices.AttrProfile); p != "" {
+			if attrString(s.DriverName, d, deviceattr.AttrType) == deviceattr.TypeMIG {
+				if p := attrString(s.DriverName, d, deviceattr.AttrProfile); p != "" {
 					seen[p] = true
 				}
 			}

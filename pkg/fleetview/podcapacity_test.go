@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // kubeNode is a Node with room for cpu, memory and pods.
@@ -167,7 +167,7 @@ func gpuFleet(t *testing.T) *diagnose.Snapshot {
 	s.ClaimTemplates = []resourceapi.ResourceClaimTemplate{
 		template("mig-1g", schedtest.Claim("x", schedtest.Request("mig", "mig.nvidia.com", 1, "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"))),
 		template("frac-10gi", schedtest.Claim("x", schedtest.WithCapacity(schedtest.Request("gpu", "gpu.nvidia.com", 1, "device.allowMultipleAllocations"),
-			map[resourceapi.QualifiedName]string{resourceslices.CapMemory: "10Gi"}))),
+			map[resourceapi.QualifiedName]string{deviceattr.CapMemory: "10Gi"}))),
 	}
 	return s
 }

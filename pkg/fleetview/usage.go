@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
 // Use is how a GPU is used.
@@ -109,7 +109,7 @@ func Usage(s *diagnose.Snapshot, f Filter) []GPU {
 	for _, sl := range slices {
 		for j := range sl.Spec.Devices {
 			d := &sl.Spec.Devices[j]
-			if uuid := attrString(s.DriverName, d, resourceslices.AttrUUID); uuid != "" {
+			if uuid := attrString(s.DriverName, d, deviceattr.AttrUUID); uuid != "" {
 				uuidByName[nodeOf(sl)+"/"+strings.TrimSuffix(d.Name, "-monitor")] = uuid
 			}
 		}
@@ -129,7 +129,7 @@ func Usage(s *diagnose.Snapshot, f Filter) []GPU {
 			// A claim allocated before dynamic MIG names carried the
 			// profile ID holds the device by its older name, which the
 			// node may no longer publish.
-			if legacy, ok := resourceslices.LegacyMigDeviceName(d.Name); ok && r.typ == resourceslices.TypeMIG {
+			if legacy, ok := deviceattr.LegacyMigDeviceName(d.Name); ok && r.typ == deviceattr.TypeMIG {
 				if key := sl.Spec.Driver + "/" + sl.Spec.Pool.Name + "/" + legacy; refs[key] == nil {
 					refs[key] = r
 				}
@@ -139,18 +139,18 @@ func Usage(s *diagnose.Snapshot, f Filter) []GPU {
 				g = &GPU{Node: node, Index: -1, Use: Free}
 				gpus[r.gpu] = g
 			}
-			if r.typ != resourceslices.TypeMIG {
-				g.UUID = attrString(s.DriverName, d, resourceslices.AttrUUID)
+			if r.typ != deviceattr.TypeMIG {
+				g.UUID = attrString(s.DriverName, d, deviceattr.AttrUUID)
 				if r.index >= 0 { // the passthrough device publishes no index
 					g.Index, g.MemoryBytes = r.index, r.memory
 				}
 			} else if g.UUID == "" {
 				g.UUID = strings.TrimPrefix(r.gpu, node+"/")
 			}
-			if m := attrString(s.DriverName, d, resourceslices.AttrProductName); m != "" {
+			if m := attrString(s.DriverName, d, deviceattr.AttrProductName); m != "" {
 				g.Model = m
 			}
-			if r.typ == resourceslices.TypeMIG {
+			if r.typ == deviceattr.TypeMIG {
 				g.MigSlices = max(g.MigSlices, r.start+r.size)
 			}
 			for _, t := range r.taints {
@@ -177,22 +177,22 @@ func Usage(s *diagnose.Snapshot, f Filter) []GPU {
 			}
 			g := gpus[r.gpu]
 			h := Holder{Claim: cl.Namespace + "/" + cl.Name, Pods: pods, Device: res.Device}
-			if res.AdminAccess != nil && *res.AdminAccess || r.typ == resourceslices.TypeMonitor {
+			if res.AdminAccess != nil && *res.AdminAccess || r.typ == deviceattr.TypeMonitor {
 				g.Monitors = appendNew(g.Monitors, h.Owner())
 				continue
 			}
 			h.Sharing = sharing(a.Devices.Config, s.DriverName, res.Request)
 			switch {
-			case r.typ == resourceslices.TypeMIG:
+			case r.typ == deviceattr.TypeMIG:
 				h.Profile, h.Start, h.Size = r.profile, r.start, r.size
 				g.Use = MIG
-			case r.typ == resourceslices.TypeVFIO:
+			case r.typ == deviceattr.TypeVFIO:
 				g.Use = Passthrough
 			case res.ShareID != nil:
-				if q, ok := res.ConsumedCapacity[resourceslices.CapMemory]; ok {
+				if q, ok := res.ConsumedCapacity[deviceattr.CapMemory]; ok {
 					h.MemoryBytes = q.Value()
 				}
-				if q, ok := res.ConsumedCapacity[resourceslices.CapComputePercentage]; ok {
+				if q, ok := res.ConsumedCapacity[deviceattr.CapComputePercentage]; ok {
 					h.Compute = q.Value()
 				}
 				g.FractionUsedBytes += h.MemoryBytes
@@ -237,33 +237,33 @@ func Usage(s *diagnose.Snapshot, f Filter) []GPU {
 // device's placement is read from its counters, and its profile falls
 // back to its name.
 func describe(driver, node string, d *resourceapi.Device, uuidByName map[string]string) *devRef {
-	typ := attrString(driver, d, resourceslices.AttrType)
+	typ := attrString(driver, d, deviceattr.AttrType)
 	r := &devRef{typ: typ, taints: d.Taints}
 	switch typ {
-	case resourceslices.TypeGPU, resourceslices.TypeMonitor, resourceslices.TypeVFIO:
-		uuid := attrString(driver, d, resourceslices.AttrUUID)
+	case deviceattr.TypeGPU, deviceattr.TypeMonitor, deviceattr.TypeVFIO:
+		uuid := attrString(driver, d, deviceattr.AttrUUID)
 		if uuid == "" {
 			return nil
 		}
 		r.gpu = node + "/" + uuid
-		r.index = int(attrInt(driver, d, resourceslices.AttrIndex, -1))
-		if c, ok := d.Capacity[resourceslices.CapMemory]; ok {
+		r.index = int(attrInt(driver, d, deviceattr.AttrIndex, -1))
+		if c, ok := d.Capacity[deviceattr.CapMemory]; ok {
 			r.memory = c.Value.Value()
 		}
-	case resourceslices.TypeMIG:
-		parent := attrString(driver, d, resourceslices.AttrParentUUID)
-		name, ok := resourceslices.ParseMigDeviceName(d.Name)
+	case deviceattr.TypeMIG:
+		parent := attrString(driver, d, deviceattr.AttrParentUUID)
+		name, ok := deviceattr.ParseMigDeviceName(d.Name)
 		if parent == "" {
 			if !ok {
 				return nil
 			}
-			parent = uuidByName[node+"/"+resourceslices.GPUDeviceName(name.ParentMinor)]
+			parent = uuidByName[node+"/"+deviceattr.GPUDeviceName(name.ParentMinor)]
 			if parent == "" {
 				parent = fmt.Sprintf("minor-%d", name.ParentMinor)
 			}
 		}
 		r.gpu = node + "/" + parent
-		r.profile = attrString(driver, d, resourceslices.AttrProfile)
+		r.profile = attrString(driver, d, deviceattr.AttrProfile)
 		if r.profile == "" {
 			r.profile = name.Profile
 		}
@@ -271,7 +271,7 @@ func describe(driver, node string, d *resourceapi.Device, uuidByName map[string]
 		// consumes; a static one consumes none, and its name gives the
 		// start.
 		r.start, r.size = int(name.Start), 1
-		if st, sz, ok := resourceslices.MigPlacement(d); ok {
+		if st, sz, ok := deviceattr.MigPlacement(d); ok {
 			r.start, r.size = st, sz
 		}
 	default:

@@ -6,7 +6,7 @@ package fleetview
 import (
 	"testing"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 )
 
 // TestUsageOfLegacyMigNames: a claim allocated before dynamic MIG names
@@ -20,7 +20,7 @@ func TestUsageOfLegacyMigNames(t *testing.T) {
 	for i := range s.Claims {
 		for j := range s.Claims[i].Status.Allocation.Devices.Results {
 			r := &s.Claims[i].Status.Allocation.Devices.Results[j]
-			if legacy, ok := resourceslices.LegacyMigDeviceName(r.Device); ok {
+			if legacy, ok := deviceattr.LegacyMigDeviceName(r.Device); ok {
 				r.Device = legacy
 				renamed++
 			}
@@ -37,7 +37,7 @@ func TestUsageOfLegacyMigNames(t *testing.T) {
 		if h.Claim != "team-a/mig" || h.Profile == "" || h.Size == 0 {
 			t.Errorf("holder %+v, want team-a/mig with its profile and placement", h)
 		}
-		if n, ok := resourceslices.ParseMigDeviceName(h.Device); !ok || n.GIProfileID != -1 {
+		if n, ok := deviceattr.ParseMigDeviceName(h.Device); !ok || n.GIProfileID != -1 {
 			t.Errorf("holder's device %q, want the name the claim was allocated", h.Device)
 		}
 	}

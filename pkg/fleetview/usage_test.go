@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
@@ -231,7 +232,7 @@ func TestUsageWithoutParentUUID(t *testing.T) {
 	s := demoFleet(t)
 	for i := range s.Slices {
 		for j := range s.Slices[i].Spec.Devices {
-			delete(s.Slices[i].Spec.Devices[j].Attributes, resourceslices.AttrParentUUID)
+			delete(s.Slices[i].Spec.Devices[j].Attributes, deviceattr.AttrParentUUID)
 		}
 	}
 	gpus := Usage(s, Filter{})

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 )
 
 // withMonitors publishes every GPU's monitor device too, with the Monitor
@@ -17,7 +17,7 @@ import (
 func withMonitors(n *node) {
 	n.t.Helper()
 	for _, g := range n.inv.GPUs {
-		name := resourceslices.MonitorDeviceName(g.Minor)
+		name := deviceattr.MonitorDeviceName(g.Minor)
 		n.devices[name] = &AllocatableDevice{Name: name, Kind: configapi.Monitor, GPU: g}
 	}
 	n.restart()

@@ -2,13 +2,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package resourceslices turns an nvdev.Inventory into the ResourceSlices a node
-// publishes. It holds the device naming scheme and the attribute names that
-// users' CEL selectors depend on, and checks the result against the API's
-// limits before anything is sent.
+// publishes, with the attribute names and device naming scheme of
+// pkg/deviceattr that users' CEL selectors depend on, and checks the result
+// against the API's limits before anything is sent.
 package resourceslices
 
 import (
-	"fmt"
 	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -17,58 +16,30 @@ import (
 	"k8s.io/utils/ptr"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
-
-// Attribute and capacity names. Unqualified names live in the driver's
-// domain; they match NVIDIA's reference driver so existing selectors work.
-const (
-	AttrType                  = "type"
-	AttrUUID                  = "uuid"
-	AttrIndex                 = "index"
-	AttrMinor                 = "minor"
-	AttrProductName           = "productName"
-	AttrBrand                 = "brand"
-	AttrArchitecture          = "architecture"
-	AttrCudaComputeCapability = "cudaComputeCapability"
-	AttrDriverVersion         = "driverVersion"
-	AttrCudaDriverVersion     = "cudaDriverVersion"
-	AttrMigCapable            = "migCapable"
-
-	CapMemory          = "memory"
-	CapMultiprocessors = "multiprocessors"
-
-	// The type attribute's values (configapi.DeviceKind.Attribute).
-	TypeGPU = string(configapi.WholeGPU)
-	TypeMIG = string(configapi.MIG)
-)
-
-// GPUDeviceName is the published name of a whole GPU. The minor number is
-// what the kernel driver assigns to /dev/nvidiaN; it follows PCI order and
-// so stays the same across plugin restarts and reboots while the hardware
-// is unchanged (unlike the NVML index, which CUDA_VISIBLE_DEVICES can skew).
-func GPUDeviceName(minor int) string { return fmt.Sprintf("gpu-%d", minor) }
 
 // gpuDevice builds the API device for one whole GPU.
 func gpuDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
 	attrs := commonAttributes(inv, g)
-	attrs[AttrType] = str(configapi.WholeGPU.Attribute())
-	attrs[AttrUUID] = str(g.UUID)
-	attrs[AttrIndex] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Index))}
-	attrs[AttrMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Minor))}
-	attrs[AttrMigCapable] = resourceapi.DeviceAttribute{BoolValue: ptr.To(g.MigCapable)}
+	attrs[deviceattr.AttrType] = str(configapi.WholeGPU.Attribute())
+	attrs[deviceattr.AttrUUID] = str(g.UUID)
+	attrs[deviceattr.AttrIndex] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Index))}
+	attrs[deviceattr.AttrMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Minor))}
+	attrs[deviceattr.AttrMigCapable] = resourceapi.DeviceAttribute{BoolValue: ptr.To(g.MigCapable)}
 	if g.PCIBusID != "" {
 		attrs[deviceattribute.StandardDeviceAttributePCIBusID] = str(g.PCIBusID)
 	}
 
 	capacity := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-		CapMemory: {Value: *resource.NewQuantity(int64(g.MemoryBytes), resource.BinarySI)},
+		deviceattr.CapMemory: {Value: *resource.NewQuantity(int64(g.MemoryBytes), resource.BinarySI)},
 	}
 	if g.Multiprocessors > 0 {
-		capacity[CapMultiprocessors] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(int64(g.Multiprocessors), resource.DecimalSI)}
+		capacity[deviceattr.CapMultiprocessors] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(int64(g.Multiprocessors), resource.DecimalSI)}
 	}
 	return resourceapi.Device{
-		Name:       GPUDeviceName(g.Minor),
+		Name:       deviceattr.GPUDeviceName(g.Minor),
 		Attributes: attrs,
 		Capacity:   capacity,
 	}
@@ -78,12 +49,12 @@ func gpuDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
 // model, architecture, driver and topology.
 func commonAttributes(inv *nvdev.Inventory, g *nvdev.GPU) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
 	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		AttrProductName:           str(g.ProductName),
-		AttrBrand:                 str(g.Brand),
-		AttrArchitecture:          str(g.Architecture),
-		AttrCudaComputeCapability: version(g.CudaComputeCapability),
-		AttrDriverVersion:         version(inv.DriverVersion),
-		AttrCudaDriverVersion:     version(inv.CudaDriverVersion),
+		deviceattr.AttrProductName:           str(g.ProductName),
+		deviceattr.AttrBrand:                 str(g.Brand),
+		deviceattr.AttrArchitecture:          str(g.Architecture),
+		deviceattr.AttrCudaComputeCapability: version(g.CudaComputeCapability),
+		deviceattr.AttrDriverVersion:         version(inv.DriverVersion),
+		deviceattr.AttrCudaDriverVersion:     version(inv.CudaDriverVersion),
 	}
 	topologyAttributes(attrs, g)
 	return attrs

@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 )
 
 // The scheduler pays for every counter a device consumes, on every node it
@@ -23,7 +25,7 @@ import (
 // beside 1g.10gb@0..5 uses seven). Whether that holds is decided per GPU
 // from its own placement table, by walking every such set, so a table
 // where it does not hold keeps the guard.
-var guardCounters = []string{counterComputeSlices, CapMemory}
+var guardCounters = []string{counterComputeSlices, deviceattr.CapMemory}
 
 // pruneImpliedCounters drops from the counter set, and from what each
 // device consumes, the guard counters that no layout the other counters

@@ -13,6 +13,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
@@ -110,7 +111,7 @@ func TestGuardKeptWhereNeeded(t *testing.T) {
 			if p.Name == "1g.10gb" {
 				p.Info.MemorySizeMB = 12000
 			}
-		}, CapMemory},
+		}, deviceattr.CapMemory},
 	} {
 		t.Run(name, func(t *testing.T) {
 			inv, g := simulatedGPU(t, "h100")

@@ -5,68 +5,22 @@ package resourceslices
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
-// MIG attribute and capacity names.
-const (
-	AttrParentUUID     = "parentUUID"
-	AttrParentMinor    = "parentMinor"
-	AttrProfile        = "profile"
-	AttrPlacementStart = "placementStart"
-	AttrPlacementSize  = "placementSize"
-
-	CapCopyEngines = "copyEngines"
-	CapDecoders    = "decoders"
-	CapEncoders    = "encoders"
-	CapJpegEngines = "jpegEngines"
-	CapOfaEngines  = "ofaEngines"
-
-	counterComputeSlices = "compute-slices"
-)
-
-// MigPlacement reads a dynamic MIG device's placement from the memory
-// slices it consumes (its memory-slice-<i> counters): the first slice and
-// how many. MIG devices do not publish their placement as attributes
-// (MigDetails); ok is false for a device that consumes no memory slice (a
-// static MIG device, which the admin placed). Only for MIG devices: the
-// whole GPU of a dynamic-MIG GPU consumes every slice.
-func MigPlacement(d *resourceapi.Device) (start, size int, ok bool) {
-	start = -1
-	for _, c := range d.ConsumesCounters {
-		for name := range c.Counters {
-			rest, found := strings.CutPrefix(string(name), memorySlicePrefix)
-			if !found {
-				continue
-			}
-			i, err := strconv.Atoi(rest)
-			if err != nil {
-				continue
-			}
-			if start < 0 || i < start {
-				start = i
-			}
-			size++
-		}
-	}
-	return max(start, 0), size, size > 0
-}
+// counterComputeSlices is the counter of a dynamic MIG GPU's compute
+// slices (its memory slices: deviceattr.MemorySliceCounter).
+const counterComputeSlices = "compute-slices"
 
 // counterSetName is the counter set of one GPU's partitionable resources.
 func counterSetName(minor int) string { return fmt.Sprintf("gpu-%d-counters", minor) }
-
-// Counter names are DNS labels (the API rejects camelCase there).
-func memorySliceCounter(i int) string { return memorySlicePrefix + strconv.Itoa(i) }
-
-const memorySlicePrefix = "memory-slice-"
 
 // instanceCounter is named after the profile ID NVML reports (e.g.
 // "profile-20-instances" for 1g.10gb+me), as `nvidia-smi mig -lgip` shows it.
@@ -104,10 +58,10 @@ func migCounterSet(g *nvdev.GPU, profiles []nvdev.MigProfile) resourceapi.Counte
 	full := fullProfile(g).Info
 	c := map[string]resourceapi.Counter{}
 	for i := 0; i < nvdev.MemorySlices(g.MigProfiles); i++ {
-		c[memorySliceCounter(i)] = counter(1)
+		c[deviceattr.MemorySliceCounter(i)] = counter(1)
 	}
 	c[counterComputeSlices] = counter(int64(full.SliceCount))
-	c[CapMemory] = resourceapi.Counter{Value: *resource.NewQuantity(int64(full.MemorySizeMB)<<20, resource.BinarySI)}
+	c[deviceattr.CapMemory] = resourceapi.Counter{Value: *resource.NewQuantity(int64(full.MemorySizeMB)<<20, resource.BinarySI)}
 	for _, p := range profiles {
 		if int(p.Info.InstanceCount) < len(p.Placements) {
 			c[instanceCounter(p)] = counter(int64(p.Info.InstanceCount))
@@ -124,10 +78,10 @@ func counter(v int64) resourceapi.Counter {
 func placementConsumption(g *nvdev.GPU, p nvdev.MigProfile, start, size uint32) resourceapi.DeviceCounterConsumption {
 	c := map[string]resourceapi.Counter{
 		counterComputeSlices: counter(int64(p.Info.SliceCount)),
-		CapMemory:            {Value: *resource.NewQuantity(int64(p.Info.MemorySizeMB)<<20, resource.BinarySI)},
+		deviceattr.CapMemory: {Value: *resource.NewQuantity(int64(p.Info.MemorySizeMB)<<20, resource.BinarySI)},
 	}
 	for i := start; i < start+size; i++ {
-		c[memorySliceCounter(int(i))] = counter(1)
+		c[deviceattr.MemorySliceCounter(int(i))] = counter(1)
 	}
 	if int(p.Info.InstanceCount) < len(p.Placements) {
 		c[instanceCounter(p)] = counter(1)
@@ -148,22 +102,22 @@ func placementConsumption(g *nvdev.GPU, p nvdev.MigProfile, start, size uint32) 
 // a busy node's Filter cost).
 func MigDevice(inv *nvdev.Inventory, g *nvdev.GPU, p nvdev.MigProfile, start, size uint32, uuid string) resourceapi.Device {
 	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		AttrType:                  str(configapi.MIG.Attribute()),
-		AttrProfile:               str(p.Name),
-		AttrParentUUID:            str(g.UUID),
-		AttrProductName:           str(g.ProductName),
-		AttrArchitecture:          str(g.Architecture),
-		AttrCudaComputeCapability: version(g.CudaComputeCapability),
+		deviceattr.AttrType:                  str(configapi.MIG.Attribute()),
+		deviceattr.AttrProfile:               str(p.Name),
+		deviceattr.AttrParentUUID:            str(g.UUID),
+		deviceattr.AttrProductName:           str(g.ProductName),
+		deviceattr.AttrArchitecture:          str(g.Architecture),
+		deviceattr.AttrCudaComputeCapability: version(g.CudaComputeCapability),
 	}
 	topologyAttributes(attrs, g)
 	if uuid != "" {
-		attrs[AttrUUID] = str(uuid)
+		attrs[deviceattr.AttrUUID] = str(uuid)
 	}
 	capacity := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-		CapMemory:          {Value: *resource.NewQuantity(int64(p.Info.MemorySizeMB)<<20, resource.BinarySI)},
-		CapMultiprocessors: {Value: *resource.NewQuantity(int64(p.Info.MultiprocessorCount), resource.DecimalSI)},
+		deviceattr.CapMemory:          {Value: *resource.NewQuantity(int64(p.Info.MemorySizeMB)<<20, resource.BinarySI)},
+		deviceattr.CapMultiprocessors: {Value: *resource.NewQuantity(int64(p.Info.MultiprocessorCount), resource.DecimalSI)},
 	}
-	name := MigDeviceName(g.Minor, p.Name, start)
+	name := deviceattr.MigDeviceName(g.Minor, p.Name, start)
 	if uuid == "" {
 		name = DynamicMigDeviceName(g.Minor, p, start)
 	}
@@ -182,17 +136,17 @@ func MigDetails(inv *nvdev.Inventory, e Entry) map[resourceapi.QualifiedName]res
 	g, p, start, size := e.GPU, e.Profile, e.Start, e.Size
 	n := func(v int64) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{IntValue: ptr.To(v)} }
 	return map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		AttrParentMinor:       n(int64(g.Minor)),
-		AttrPlacementStart:    n(int64(start)),
-		AttrPlacementSize:     n(int64(size)),
-		AttrBrand:             str(g.Brand),
-		AttrDriverVersion:     version(inv.DriverVersion),
-		AttrCudaDriverVersion: version(inv.CudaDriverVersion),
-		CapCopyEngines:        n(int64(p.Info.CopyEngineCount)),
-		CapDecoders:           n(int64(p.Info.DecoderCount)),
-		CapEncoders:           n(int64(p.Info.EncoderCount)),
-		CapJpegEngines:        n(int64(p.Info.JpegCount)),
-		CapOfaEngines:         n(int64(p.Info.OfaCount)),
+		deviceattr.AttrParentMinor:       n(int64(g.Minor)),
+		deviceattr.AttrPlacementStart:    n(int64(start)),
+		deviceattr.AttrPlacementSize:     n(int64(size)),
+		deviceattr.AttrBrand:             str(g.Brand),
+		deviceattr.AttrDriverVersion:     version(inv.DriverVersion),
+		deviceattr.AttrCudaDriverVersion: version(inv.CudaDriverVersion),
+		deviceattr.CapCopyEngines:        n(int64(p.Info.CopyEngineCount)),
+		deviceattr.CapDecoders:           n(int64(p.Info.DecoderCount)),
+		deviceattr.CapEncoders:           n(int64(p.Info.EncoderCount)),
+		deviceattr.CapJpegEngines:        n(int64(p.Info.JpegCount)),
+		deviceattr.CapOfaEngines:         n(int64(p.Info.OfaCount)),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
@@ -142,7 +143,7 @@ func TestMigModeOnWithoutDevicesIsNotAWholeGPU(t *testing.T) {
 			for _, s := range resourceslices.Build("n1", inv, o).Pools["n1"].Slices {
 				for _, d := range s.Devices {
 					// Only its monitor device (admin access) is published.
-					if !resourceslices.IsMonitorDeviceName(d.Name) {
+					if !deviceattr.IsMonitorDeviceName(d.Name) {
 						t.Fatalf("%s in MIG mode without MIG devices, options %+v: published %s", profile, o, d.Name)
 					}
 				}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
@@ -22,7 +23,7 @@ func deviceNames(t *testing.T, profile string, o resourceslices.Options) []strin
 	var names []string
 	for _, s := range res.Pools["n1"].Slices {
 		for _, d := range s.Devices {
-			if !resourceslices.IsMonitorDeviceName(d.Name) { // monitor_test.go
+			if !deviceattr.IsMonitorDeviceName(d.Name) { // monitor_test.go
 				names = append(names, d.Name)
 			}
 		}

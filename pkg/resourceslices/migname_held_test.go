@@ -13,6 +13,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
@@ -78,7 +79,7 @@ func TestHeldLegacyMigNamesStayCounted(t *testing.T) {
 	var names []string
 	byName := map[string]resourceslices.Entry{}
 	for _, e := range table.Entries {
-		if !resourceslices.IsMonitorDeviceName(e.Device.Name) {
+		if !deviceattr.IsMonitorDeviceName(e.Device.Name) {
 			names = append(names, e.Device.Name)
 		}
 		byName[e.Device.Name] = e

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
@@ -61,7 +62,7 @@ func TestDynamicMigNamesReadableByDCGMExporter(t *testing.T) {
 			seen := map[string]bool{}
 			for _, s := range res.Pools["n1"].Slices {
 				for _, d := range s.Devices {
-					if *d.Attributes[resourceslices.AttrType].StringValue != resourceslices.TypeMIG {
+					if *d.Attributes[deviceattr.AttrType].StringValue != deviceattr.TypeMIG {
 						continue
 					}
 					m := dcgmDynamicMig.FindStringSubmatch(d.Name)
@@ -72,7 +73,7 @@ func TestDynamicMigNamesReadableByDCGMExporter(t *testing.T) {
 					minor, _ := strconv.Atoi(m[1])
 					id, _ := strconv.Atoi(m[2])
 					start, _ := strconv.Atoi(m[3])
-					if parent := *d.Attributes[resourceslices.AttrParentUUID].StringValue; minorOf[parent] != minor {
+					if parent := *d.Attributes[deviceattr.AttrParentUUID].StringValue; minorOf[parent] != minor {
 						t.Errorf("%s: the exporter reads parent minor %d; its parent %s has minor %d", d.Name, minor, parent, minorOf[parent])
 					}
 					key := fmt.Sprintf("%d/%d/%d", minor, id, start)
@@ -83,12 +84,12 @@ func TestDynamicMigNamesReadableByDCGMExporter(t *testing.T) {
 						t.Errorf("%s: a second device reads as %s", d.Name, key)
 					}
 					seen[key] = true
-					if q := d.Capacity[resourceslices.CapMemory].Value; q.Value() != int64(memMB[id])<<20 {
+					if q := d.Capacity[deviceattr.CapMemory].Value; q.Value() != int64(memMB[id])<<20 {
 						t.Errorf("%s: memory %s, profile ID %d has %d MiB", d.Name, q.String(), id, memMB[id])
 					}
-					profile := *d.Attributes[resourceslices.AttrProfile].StringValue
-					if n, ok := resourceslices.ParseMigDeviceName(d.Name); !ok || n.GIProfileID != id || n.Start != uint32(start) || n.ParentMinor != minor ||
-						resourceslices.MigDeviceName(0, profile, 0) != resourceslices.MigDeviceName(0, n.Profile, 0) {
+					profile := *d.Attributes[deviceattr.AttrProfile].StringValue
+					if n, ok := deviceattr.ParseMigDeviceName(d.Name); !ok || n.GIProfileID != id || n.Start != uint32(start) || n.ParentMinor != minor ||
+						deviceattr.MigDeviceName(0, profile, 0) != deviceattr.MigDeviceName(0, n.Profile, 0) {
 						t.Errorf("%s: ParseMigDeviceName = %+v %v, profile %s", d.Name, n, ok, profile)
 					}
 				}
@@ -101,7 +102,7 @@ func TestDynamicMigNamesReadableByDCGMExporter(t *testing.T) {
 		})
 	}
 	// A static MIG device's name is not taken for a dynamic one's.
-	for _, name := range []string{resourceslices.MigDeviceName(0, "1g.10gb", 3), resourceslices.MigDeviceName(5, "7g.80gb", 0)} {
+	for _, name := range []string{deviceattr.MigDeviceName(0, "1g.10gb", 3), deviceattr.MigDeviceName(5, "7g.80gb", 0)} {
 		if dcgmDynamicMig.MatchString(name) {
 			t.Errorf("static MIG name %s matches the exporter's dynamic pattern", name)
 		}

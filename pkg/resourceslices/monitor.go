@@ -4,16 +4,15 @@
 package resourceslices
 
 import (
-	"strconv"
-	"strings"
-
 	resourceapi "k8s.io/api/resource/v1"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
-// TypeMonitor is the type of a GPU's monitor device.
+// Monitor devices (type deviceattr.TypeMonitor, named
+// deviceattr.MonitorDeviceName).
 //
 // Every physical GPU is also published as a monitor device: the GPU for
 // admin-access requests (monitoring agents such as DCGM), which consumes no
@@ -26,38 +25,14 @@ import (
 // never pick it; its own class (monitor.<driver domain>) selects
 // `type == 'monitor'`. Admission (webhook and admission policy) and prepare
 // refuse it to requests without adminAccess: true.
-const TypeMonitor = string(configapi.Monitor) // configapi.Monitor.Attribute()
-
-const monitorSuffix = "-monitor"
-
-// MonitorDeviceName is the published name of a GPU's monitor device:
-// "gpu-3-monitor".
-func MonitorDeviceName(minor int) string { return GPUDeviceName(minor) + monitorSuffix }
-
-// IsMonitorDeviceName reports whether name is a monitor device's name.
-// Device names of the other kinds ("gpu-3", "gpu-3-mig-1g10gb-19-0") never
-// match.
-func IsMonitorDeviceName(name string) bool {
-	rest, ok := strings.CutPrefix(name, "gpu-")
-	if !ok {
-		return false
-	}
-	minor, ok := strings.CutSuffix(rest, monitorSuffix)
-	if !ok || minor == "" {
-		return false
-	}
-	n, err := strconv.Atoi(minor)
-	return err == nil && n >= 0 && strconv.Itoa(n) == minor
-}
-
 // monitorDevice builds the monitor device of one GPU: the GPU's attributes
 // (uuid, index, minor, model, driver, topology) and capacities, type
 // "monitor", no counters and no sharing. Taints follow the GPU: the health
 // monitor watches it as a whole-GPU device of the same GPU.
 func monitorDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
 	d := gpuDevice(inv, g)
-	d.Name = MonitorDeviceName(g.Minor)
-	d.Attributes[AttrType] = str(configapi.Monitor.Attribute())
+	d.Name = deviceattr.MonitorDeviceName(g.Minor)
+	d.Attributes[deviceattr.AttrType] = str(configapi.Monitor.Attribute())
 	return d
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
@@ -60,7 +61,7 @@ func TestMonitorDevicesArePublished(t *testing.T) {
 			devs := devicesOf(res)
 			monitors := 0
 			for name := range devs {
-				if resourceslices.IsMonitorDeviceName(name) {
+				if deviceattr.IsMonitorDeviceName(name) {
 					monitors++
 				}
 			}
@@ -68,13 +69,13 @@ func TestMonitorDevicesArePublished(t *testing.T) {
 				t.Errorf("%d monitor devices for %d GPUs", monitors, len(inv.GPUs))
 			}
 			for _, g := range inv.GPUs {
-				d, ok := devs[resourceslices.MonitorDeviceName(g.Minor)]
+				d, ok := devs[deviceattr.MonitorDeviceName(g.Minor)]
 				if !ok {
 					t.Fatalf("no monitor device for GPU %d", g.Minor)
 				}
 				a := d.Attributes
-				if *a[resourceslices.AttrType].StringValue != resourceslices.TypeMonitor || *a[resourceslices.AttrUUID].StringValue != g.UUID ||
-					*a[resourceslices.AttrIndex].IntValue != int64(g.Index) || *a[resourceslices.AttrProductName].StringValue != g.ProductName {
+				if *a[deviceattr.AttrType].StringValue != deviceattr.TypeMonitor || *a[deviceattr.AttrUUID].StringValue != g.UUID ||
+					*a[deviceattr.AttrIndex].IntValue != int64(g.Index) || *a[deviceattr.AttrProductName].StringValue != g.ProductName {
 					t.Errorf("monitor of GPU %d (%s) has attributes %v", g.Minor, g.UUID, a)
 				}
 				if len(d.ConsumesCounters) != 0 || d.AllowMultipleAllocations != nil {
@@ -82,17 +83,6 @@ func TestMonitorDevicesArePublished(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestIsMonitorDeviceName(t *testing.T) {
-	for name, want := range map[string]bool{
-		"gpu-0-monitor": true, "gpu-12-monitor": true,
-		"gpu-0": false, "gpu-0-mig-1g10gb-19-0": false, "gpu-0-mig-1g10gb-0": false, "gpu--monitor": false, "gpu-x-monitor": false, "gpu-01-monitor": false, "monitor": false,
-	} {
-		if got := resourceslices.IsMonitorDeviceName(name); got != want {
-			t.Errorf("IsMonitorDeviceName(%q) = %v, want %v", name, got, want)
-		}
 	}
 }
 
@@ -110,7 +100,7 @@ func TestMonitorAllocation(t *testing.T) {
 	}
 	for _, got := range [][]string{schedtest.Devices(whole), schedtest.Devices(mig)} {
 		for _, d := range got {
-			if resourceslices.IsMonitorDeviceName(d) {
+			if deviceattr.IsMonitorDeviceName(d) {
 				t.Fatalf("a shipped class allocated monitor device %s", d)
 			}
 		}
@@ -118,7 +108,7 @@ func TestMonitorAllocation(t *testing.T) {
 	monitor := c.Allocate(schedtest.Claim("monitor", allDevices("all", monitorClass, true)))
 	var want []string
 	for _, g := range inv.GPUs {
-		want = append(want, resourceslices.MonitorDeviceName(g.Minor))
+		want = append(want, deviceattr.MonitorDeviceName(g.Minor))
 	}
 	got := schedtest.Devices(monitor)
 	slices.Sort(got)
@@ -171,7 +161,7 @@ func TestNoMonitorDevices(t *testing.T) {
 		without := devicesOf(resourceslices.Build("n1", inv, o))
 		var rest []string
 		for _, d := range with {
-			if !resourceslices.IsMonitorDeviceName(d.Name) {
+			if !deviceattr.IsMonitorDeviceName(d.Name) {
 				rest = append(rest, d.Name)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
@@ -33,7 +34,7 @@ func gpuMajor(t *testing.T, res []*resourceapi.ResourceSlice) []*resourceapi.Res
 	}
 	minor := func(d resourceapi.Device) int {
 		var m int
-		if resourceslices.IsMonitorDeviceName(d.Name) {
+		if deviceattr.IsMonitorDeviceName(d.Name) {
 			return math.MaxInt
 		}
 		if _, err := fmt.Sscanf(d.Name, "gpu-%d", &m); err != nil {
@@ -109,7 +110,7 @@ func TestMigPlacementFromCounters(t *testing.T) {
 			continue
 		}
 		n++
-		start, size, ok := resourceslices.MigPlacement(&e.Device)
+		start, size, ok := deviceattr.MigPlacement(&e.Device)
 		if !ok || start != int(e.Start) || size != int(e.Size) {
 			t.Errorf("%s: placement %d+%d (%v), want %d+%d", e.Device.Name, start, size, ok, e.Start, e.Size)
 		}

@@ -10,6 +10,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
@@ -134,7 +135,7 @@ func placementWaste(set resourceapi.CounterSet, placements []migPlacement) []int
 		switch {
 		case n == counterComputeSlices:
 			totalCompute = capacity[i]
-		case strings.HasPrefix(n, memorySlicePrefix):
+		case strings.HasPrefix(n, deviceattr.MemorySlicePrefix):
 			totalMemSlices += capacity[i]
 		default:
 			continue

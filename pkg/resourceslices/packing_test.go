@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
@@ -110,7 +111,7 @@ func TestPlacementOrder(t *testing.T) {
 			counters += len(cs.Counters)
 		}
 		for _, d := range s.Devices {
-			if !resourceslices.IsMonitorDeviceName(d.Name) { // monitor_test.go
+			if !deviceattr.IsMonitorDeviceName(d.Name) { // monitor_test.go
 				names = append(names, d.Name)
 			}
 		}
@@ -161,7 +162,7 @@ func TestPlacementOrderIsStable(t *testing.T) {
 	prevMinor := map[string]int{}
 	var profiles []string
 	for _, n := range first {
-		if resourceslices.IsMonitorDeviceName(n) {
+		if deviceattr.IsMonitorDeviceName(n) {
 			continue // all after the workload devices (monitor_test.go)
 		}
 		var minor int

@@ -13,6 +13,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
@@ -38,19 +39,9 @@ import (
 // static MIG devices are not offered: their MIG layout is an admin's.
 
 const (
-	// TypeVFIO is the type attribute of a passthrough device.
-	TypeVFIO = string(configapi.VFIO)
-	// AttrIOMMUGroup is the IOMMU group a VM gets the GPU through.
-	AttrIOMMUGroup = "iommuGroup"
-
 	counterGPU   = "gpu"
-	vfioSuffix   = "-vfio"
 	gibibyteBits = 30
 )
-
-// VFIODeviceName is the published name of a GPU's passthrough device:
-// "gpu-3-vfio".
-func VFIODeviceName(minor int) string { return GPUDeviceName(minor) + vfioSuffix }
 
 // PassthroughSelector says which GPUs are offered for passthrough: all of
 // them, or those named by PCI address ("0000:3b:00.0") or minor ("3").
@@ -87,19 +78,19 @@ func passthroughOffered(g *nvdev.GPU, m Mode, o Options) bool {
 // this node's, will see the GPU.
 func vfioDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
 	attrs := commonAttributes(inv, g)
-	delete(attrs, AttrDriverVersion)
-	delete(attrs, AttrCudaDriverVersion)
-	attrs[AttrType] = str(TypeVFIO)
-	attrs[AttrUUID] = str(g.UUID)
+	delete(attrs, deviceattr.AttrDriverVersion)
+	delete(attrs, deviceattr.AttrCudaDriverVersion)
+	attrs[deviceattr.AttrType] = str(deviceattr.TypeVFIO)
+	attrs[deviceattr.AttrUUID] = str(g.UUID)
 	attrs[deviceattribute.StandardDeviceAttributePCIBusID] = str(g.PCIBusID)
 	if g.IOMMUGroup != "" {
-		attrs[AttrIOMMUGroup] = str(g.IOMMUGroup)
+		attrs[deviceattr.AttrIOMMUGroup] = str(g.IOMMUGroup)
 	}
 	return resourceapi.Device{
-		Name:       VFIODeviceName(g.Minor),
+		Name:       deviceattr.VFIODeviceName(g.Minor),
 		Attributes: attrs,
 		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-			CapMemory: {Value: *resource.NewQuantity(int64(g.MemoryBytes), resource.BinarySI)},
+			deviceattr.CapMemory: {Value: *resource.NewQuantity(int64(g.MemoryBytes), resource.BinarySI)},
 		},
 	}
 }

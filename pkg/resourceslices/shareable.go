@@ -8,12 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
-
-// CapComputePercentage is the share of a shareable GPU's SMs a claim may
-// ask for; MPS enforces it as the client's active thread percentage.
-const CapComputePercentage = "computePercentage"
 
 // MemoryStep is the granularity of memory shares.
 var MemoryStep = resource.MustParse("1Gi")
@@ -29,18 +26,18 @@ func ShareableGPUDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
 	// On a shared device every capacity without a request policy is taken
 	// whole by each share; the SM count moves to an attribute, and compute
 	// is shared through computePercentage.
-	if sms, ok := d.Capacity[CapMultiprocessors]; ok {
-		delete(d.Capacity, CapMultiprocessors)
-		d.Attributes[CapMultiprocessors] = resourceapi.DeviceAttribute{IntValue: ptr.To(sms.Value.Value())}
+	if sms, ok := d.Capacity[deviceattr.CapMultiprocessors]; ok {
+		delete(d.Capacity, deviceattr.CapMultiprocessors)
+		d.Attributes[deviceattr.CapMultiprocessors] = resourceapi.DeviceAttribute{IntValue: ptr.To(sms.Value.Value())}
 	}
 	total := resource.NewQuantity(int64(g.MemoryBytes), resource.BinarySI)
-	mem := d.Capacity[CapMemory]
+	mem := d.Capacity[deviceattr.CapMemory]
 	mem.RequestPolicy = &resourceapi.CapacityRequestPolicy{
 		Default:    total,
 		ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(MemoryStep), Max: total, Step: ptr.To(MemoryStep)},
 	}
-	d.Capacity[CapMemory] = mem
-	d.Capacity[CapComputePercentage] = resourceapi.DeviceCapacity{
+	d.Capacity[deviceattr.CapMemory] = mem
+	d.Capacity[deviceattr.CapComputePercentage] = resourceapi.DeviceCapacity{
 		Value: *resource.NewQuantity(100, resource.DecimalSI),
 		RequestPolicy: &resourceapi.CapacityRequestPolicy{
 			Default:    resource.NewQuantity(0, resource.DecimalSI),

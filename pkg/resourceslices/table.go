@@ -8,6 +8,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
@@ -108,7 +109,7 @@ func (t Table) Aliases() []Entry {
 	}
 	var out []Entry
 	for _, e := range t.Entries {
-		legacy, ok := LegacyMigDeviceName(e.Device.Name)
+		legacy, ok := deviceattr.LegacyMigDeviceName(e.Device.Name)
 		if e.Kind != configapi.DynamicMIG || !ok || names[legacy] {
 			continue
 		}

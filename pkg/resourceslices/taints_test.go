@@ -14,6 +14,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
@@ -38,7 +39,7 @@ func TestTaintedPoolIsSplitUnderTheLowerLimit(t *testing.T) {
 	// allows only 64 devices in its slice.
 	var devices []resourceapi.Device
 	for i := range 100 {
-		devices = append(devices, resourceapi.Device{Name: resourceslices.GPUDeviceName(i)})
+		devices = append(devices, resourceapi.Device{Name: deviceattr.GPUDeviceName(i)})
 	}
 	res := resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{"n1": {Slices: []resourceslice.Slice{{Devices: devices}}}}}
 	if err := resourceslices.Validate(res); err != nil {

@@ -13,7 +13,7 @@ import (
 )
 
 // monitorType is the type attribute of a GPU's monitor device
-// (resourceslices.TypeMonitor): the GPU, published without counters, for
+// (deviceattr.TypeMonitor): the GPU, published without counters, for
 // admin-access requests only.
 var monitorType = configapi.Monitor.Attribute()
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/deployments/static"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
@@ -141,7 +142,7 @@ func deviceProfile(c *schedtest.Cluster, name string) string {
 	for _, s := range c.Slices {
 		for _, d := range s.Spec.Devices {
 			if d.Name == name {
-				if a, ok := d.Attributes[resourceslices.AttrProfile]; ok && a.StringValue != nil {
+				if a, ok := d.Attributes[deviceattr.AttrProfile]; ok && a.StringValue != nil {
 					return *a.StringValue
 				}
 				return "<none>"

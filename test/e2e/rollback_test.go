@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 )
 
 // The driver upgraded from the release before the checkpoint format v2 and
@@ -198,7 +198,7 @@ func migPairDevices(t *testing.T, namespace string, legacy bool) []string {
 	t.Helper()
 	var out []string
 	for _, d := range allocatedDevices(t, namespace, claimOf(t, namespace, "mig-pair", "gpu")) {
-		if n, ok := resourceslices.ParseMigDeviceName(d); !ok || (n.GIProfileID < 0) != legacy {
+		if n, ok := deviceattr.ParseMigDeviceName(d); !ok || (n.GIProfileID < 0) != legacy {
 			t.Errorf("%s/mig-pair holds %s: want a MIG device named as the release that allocated it names them (legacy %v)", namespace, d, legacy)
 		}
 		out = append(out, d)
@@ -217,7 +217,7 @@ func currentDeviceNames(t *testing.T) []string {
 		for _, s := range completePool(t) {
 			for _, d := range s.Spec.Devices {
 				names = append(names, d.Name)
-				if n, ok := resourceslices.ParseMigDeviceName(d.Name); ok && n.GIProfileID >= 0 {
+				if n, ok := deviceattr.ParseMigDeviceName(d.Name); ok && n.GIProfileID >= 0 {
 					current = true
 				}
 			}

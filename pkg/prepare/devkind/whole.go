@@ -56,7 +56,7 @@ func vmHeld(dev *Device) error {
 }
 
 // monitor is a GPU published a second time, without counters, for
-// admin-access requests (resourceslices.TypeMonitor): monitoring agents on
+// admin-access requests (deviceattr.TypeMonitor): monitoring agents on
 // a GPU that runs workloads, MIG devices included. Preparing it gives the
 // container the GPU as an admin-access whole GPU gets it and changes
 // nothing: no MIG mode, no MIG devices, no sharing. It never conflicts
