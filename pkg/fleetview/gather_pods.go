@@ -7,11 +7,11 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/podfit"
 )
 
 // GatherForPod reads what PodCapacity looks at: what Gather reads, and
@@ -38,17 +38,7 @@ func GatherForPod(ctx context.Context, cs kubernetes.Interface, driverName, name
 	if err != nil {
 		return nil, fmt.Errorf("list Nodes (capacity of a pod checks each node's taints, labels and room): %w", err)
 	}
-	err = paged(ctx, func(opts metav1.ListOptions) (string, error) {
-		opts.FieldSelector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
-		list, err := cs.CoreV1().Pods("").List(ctx, opts)
-		if err != nil {
-			return "", err
-		}
-		for i := range list.Items {
-			s.Pods = append(s.Pods, slim(&list.Items[i]))
-		}
-		return list.Continue, nil
-	})
+	s.Pods, err = podfit.ListBoundPods(ctx, cs)
 	if err != nil {
 		return nil, fmt.Errorf("list Pods of all namespaces (their requests take each node's CPU, memory and pod slots): %w", err)
 	}
@@ -58,23 +48,4 @@ func GatherForPod(ctx context.Context, cs kubernetes.Interface, driverName, name
 	}
 	s.ClaimTemplates = templates.Items
 	return s, nil
-}
-
-// slim keeps of a bound pod what its requests are computed from: a
-// fleet's pods are many, and the rest of each is not looked at.
-func slim(p *corev1.Pod) corev1.Pod {
-	out := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
-	out.Spec.NodeName = p.Spec.NodeName
-	out.Spec.Overhead = p.Spec.Overhead
-	out.Spec.Resources = p.Spec.Resources
-	out.Status.Phase = p.Status.Phase
-	for _, list := range []struct {
-		in  []corev1.Container
-		out *[]corev1.Container
-	}{{p.Spec.InitContainers, &out.Spec.InitContainers}, {p.Spec.Containers, &out.Spec.Containers}} {
-		for _, c := range list.in {
-			*list.out = append(*list.out, corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy})
-		}
-	}
-	return out
 }

@@ -8,15 +8,12 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"text/tabwriter"
 
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
-	resourcehelper "k8s.io/component-helpers/resource"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/podfit"
 )
 
 // NodePodCapacity is how many more copies of a pod one node takes, and
@@ -28,7 +25,7 @@ type NodePodCapacity struct {
 	AtLimit bool `json:"atLimit,omitempty"`
 	// StoppedBy is the first filter, in the scheduler's order, that
 	// rejects copy Count+1 (nil at the limit).
-	StoppedBy *Rejection `json:"stoppedBy,omitempty"`
+	StoppedBy *podfit.Rejection `json:"stoppedBy,omitempty"`
 }
 
 // PodCapacityReport is `capacity --for` and `capacity -f`'s answer.
@@ -63,7 +60,7 @@ func PodCapacity(ctx context.Context, s *diagnose.Snapshot, shape *PodShape, nod
 		return nil, fmt.Errorf("%s: %w", shape.From, err)
 	}
 	rep := &PodCapacityReport{For: shape.From, Requests: map[corev1.ResourceName]string{}}
-	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	req := podfit.Requests(pod)
 	for name, q := range req {
 		rep.Requests[name] = q.String()
 	}
@@ -99,30 +96,24 @@ func PodCapacity(ctx context.Context, s *diagnose.Snapshot, shape *PodShape, nod
 			devices[c.Node] = c
 		}
 	}
-	bound := map[string][]*corev1.Pod{}
-	for i := range s.Pods {
-		p := &s.Pods[i]
-		if p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			bound[p.Spec.NodeName] = append(bound[p.Spec.NodeName], p)
-		}
-	}
+	bound := podfit.BoundByNode(s.Pods)
 	dra := func(name corev1.ResourceName) bool { return diagnose.ExtendedResourceClass(s, string(name)) != "" }
 	for i := range nodes {
 		n := &nodes[i]
 		nc := NodePodCapacity{Node: n.Name}
-		rej, err := staticFilters(pod, n)
+		rej, err := podfit.Static(pod, n)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", shape.From, err)
 		}
 		if rej == nil {
-			rej = allocatedClaimsOn(claims.Allocated, n)
+			rej = podfit.AllocatedClaimsOn(claims.Allocated, n)
 		}
 		if rej != nil {
 			nc.StoppedBy = rej
 			rep.Nodes = append(rep.Nodes, nc)
 			continue
 		}
-		fit, why := fitCount(req, roomOn(n, bound[n.Name]), dra, limit)
+		fit, why := podfit.FitCount(req, podfit.RoomOn(n, bound[n.Name]), dra, limit)
 		dev := limit
 		if devices != nil {
 			dev = devices[n.Name].Count // 0 where the node publishes no slices
@@ -132,11 +123,9 @@ func PodCapacity(ctx context.Context, s *diagnose.Snapshot, shape *PodShape, nod
 		case nc.Count == limit:
 			nc.AtLimit = true
 		case fit == nc.Count:
-			nc.StoppedBy = &Rejection{FilterNodeResourcesFit, strings.Join(why, ", ")}
+			nc.StoppedBy = podfit.ResourcesRejection(why)
 		default:
-			// plugins/dynamicresources, Filter: the allocator found no
-			// devices for all of the pod's claims on the node.
-			nc.StoppedBy = &Rejection{FilterDynamicResources, "cannot allocate all claims"}
+			nc.StoppedBy = podfit.CannotAllocate()
 		}
 		rep.Nodes = append(rep.Nodes, nc)
 	}
@@ -146,23 +135,6 @@ func PodCapacity(ctx context.Context, s *diagnose.Snapshot, shape *PodShape, nod
 		rep.AtLimit = rep.AtLimit || n.AtLimit
 	}
 	return rep, nil
-}
-
-// allocatedClaimsOn rejects a node where an allocated claim the pod
-// shares is not available (plugins/dynamicresources, Filter, with the
-// claim's allocation.nodeSelector).
-func allocatedClaimsOn(claims []*resourceapi.ResourceClaim, node *corev1.Node) *Rejection {
-	for _, c := range claims {
-		ns := c.Status.Allocation.NodeSelector
-		if ns == nil {
-			continue // devices reachable from every node
-		}
-		sel, err := nodeaffinity.NewNodeSelector(ns)
-		if err != nil || !sel.Match(node) {
-			return &Rejection{FilterDynamicResources, "resourceclaim not available on the node (claim " + c.Name + " is allocated elsewhere)"}
-		}
-	}
-	return nil
 }
 
 // narrow is the snapshot with only node's slices.

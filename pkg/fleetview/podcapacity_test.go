@@ -20,6 +20,7 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/podfit"
 )
 
 // kubeNode is a Node with room for cpu, memory and pods.
@@ -114,13 +115,13 @@ func TestPodCapacityFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := counts(t, rep)
-	want(t, got, "cordoned", 0, FilterNodeUnschedulable, "node(s) were unschedulable")
-	want(t, got, "tainted", 0, FilterTaintToleration, "untolerated taint(s) (dedicated=infra:NoSchedule)")
-	want(t, got, "elsewhere", 0, FilterNodeAffinity, "node(s) didn't match Pod's node affinity/selector")
-	want(t, got, "cpu", 2, FilterNodeResourcesFit, "Insufficient cpu")
-	want(t, got, "memory", 2, FilterNodeResourcesFit, "Insufficient memory")
-	want(t, got, "slots", 0, FilterNodeResourcesFit, "Too many pods")
-	want(t, got, "both", 3, FilterNodeResourcesFit, "Insufficient cpu, Insufficient memory")
+	want(t, got, "cordoned", 0, podfit.FilterNodeUnschedulable, "node(s) were unschedulable")
+	want(t, got, "tainted", 0, podfit.FilterTaintToleration, "untolerated taint(s) (dedicated=infra:NoSchedule)")
+	want(t, got, "elsewhere", 0, podfit.FilterNodeAffinity, "node(s) didn't match Pod's node affinity/selector")
+	want(t, got, "cpu", 2, podfit.FilterNodeResourcesFit, "Insufficient cpu")
+	want(t, got, "memory", 2, podfit.FilterNodeResourcesFit, "Insufficient memory")
+	want(t, got, "slots", 0, podfit.FilterNodeResourcesFit, "Too many pods")
+	want(t, got, "both", 3, podfit.FilterNodeResourcesFit, "Insufficient cpu, Insufficient memory")
 	if rep.Total != 7 {
 		t.Errorf("total %d, want 7", rep.Total)
 	}
@@ -137,16 +138,16 @@ func TestPodCapacityFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = counts(t, rep)
-	want(t, got, "cordoned", 8, FilterNodeResourcesFit, "Insufficient cpu, Insufficient memory")
-	want(t, got, "tainted", 8, FilterNodeResourcesFit, "Insufficient cpu, Insufficient memory")
-	want(t, got, "elsewhere", 0, FilterNodeAffinity, "node affinity/selector")
+	want(t, got, "cordoned", 8, podfit.FilterNodeResourcesFit, "Insufficient cpu, Insufficient memory")
+	want(t, got, "tainted", 8, podfit.FilterNodeResourcesFit, "Insufficient cpu, Insufficient memory")
+	want(t, got, "elsewhere", 0, podfit.FilterNodeAffinity, "node affinity/selector")
 
 	// A pod requesting nothing is stopped by pod slots, or the limit.
 	rep, err = PodCapacity(context.Background(), s, &PodShape{From: "pod ml/idle", Pod: podRequesting("idle", "", "")}, "slots", 5)
 	if err != nil || len(rep.Nodes) != 1 {
 		t.Fatalf("--node slots: %+v %v", rep, err)
 	}
-	want(t, counts(t, rep), "slots", 0, FilterNodeResourcesFit, "Too many pods")
+	want(t, counts(t, rep), "slots", 0, podfit.FilterNodeResourcesFit, "Too many pods")
 	rep, err = PodCapacity(context.Background(), s, &PodShape{From: "pod ml/idle", Pod: podRequesting("idle", "", "")}, "cpu", 5)
 	if err != nil || !rep.AtLimit {
 		t.Fatalf("--node cpu: %+v %v, want the limit", rep, err)
@@ -191,9 +192,9 @@ func TestPodCapacityMIG(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := counts(t, rep)
-	want(t, got, "n1", 3, FilterDynamicResources, "cannot allocate all claims")
-	want(t, got, "n2", 0, FilterDynamicResources, "cannot allocate all claims")
-	want(t, got, "cpu-only", 0, FilterDynamicResources, "cannot allocate all claims")
+	want(t, got, "n1", 3, podfit.FilterDynamicResources, "cannot allocate all claims")
+	want(t, got, "n2", 0, podfit.FilterDynamicResources, "cannot allocate all claims")
+	want(t, got, "cpu-only", 0, podfit.FilterDynamicResources, "cannot allocate all claims")
 	if rep.Total != 3 || len(rep.Claims) != 1 {
 		t.Errorf("total %d claims %v, want 3 and one claim per copy", rep.Total, rep.Claims)
 	}
@@ -202,7 +203,7 @@ func TestPodCapacityMIG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want(t, counts(t, rep), "n1", 2, FilterNodeResourcesFit, "Insufficient cpu")
+	want(t, counts(t, rep), "n1", 2, podfit.FilterNodeResourcesFit, "Insufficient cpu")
 
 	// Two claims per copy: each copy takes two placements, so one copy.
 	shape.Pod = withTemplate(podRequesting("pair", "1", ""), "mig-1g", "mig-1g")
@@ -212,7 +213,7 @@ func TestPodCapacityMIG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want(t, counts(t, rep), "n1", 1, FilterDynamicResources, "cannot allocate all claims")
+	want(t, counts(t, rep), "n1", 1, podfit.FilterDynamicResources, "cannot allocate all claims")
 }
 
 // TestPodCapacityFraction counts a pod with a 10Gi memory fraction:
@@ -225,8 +226,8 @@ func TestPodCapacityFraction(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := counts(t, rep)
-	want(t, got, "n1", 5, FilterDynamicResources, "cannot allocate all claims")
-	want(t, got, "n2", 0, FilterDynamicResources, "cannot allocate all claims")
+	want(t, got, "n1", 5, podfit.FilterDynamicResources, "cannot allocate all claims")
+	want(t, got, "n2", 0, podfit.FilterDynamicResources, "cannot allocate all claims")
 	var out bytes.Buffer
 	if err := rep.WriteTable(&out); err != nil {
 		t.Fatal(err)
