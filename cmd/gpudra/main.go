@@ -9,7 +9,8 @@
 // that `make gpu-smoke` (hack/gpu-smoke.sh) reports. `gpudra mig-packing`
 // counts how well pod-by-pod allocation packs dynamic MIG devices
 // (`make bench-packing`). `gpudra simulate-reboot` stands in for a node's
-// reboot in the e2e tests.
+// reboot in the e2e tests, `gpudra simulate-admin-mig` for an admin who
+// partitions a GPU (static MIG).
 //
 // It also has the operator's commands, usage, capacity and diagnose, built
 // from the same constructors (internal/opcmd) as cmd/kubectl-gpu, the
@@ -32,7 +33,7 @@ func main() {
 
 func newRoot(prog string) *cobra.Command {
 	root := opcmd.NewRoot(prog, "Development tools for the GPU DRA driver, and the operator's commands of kubectl-gpu")
-	root.AddCommand(newDemoCommand(), newSmokeCommand(), newMigPackingCommand(), newSimulateRebootCommand())
+	root.AddCommand(newDemoCommand(), newSmokeCommand(), newMigPackingCommand(), newSimulateRebootCommand(), newSimulateAdminMigCommand())
 	root.AddCommand(opcmd.Commands(prog)...)
 	return root
 }
