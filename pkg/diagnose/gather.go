@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/podfit"
 )
 
 // PluginSelector selects the chart's kubelet-plugin pods and DaemonSets
@@ -84,6 +86,12 @@ func Gather(ctx context.Context, cs kubernetes.Interface, driverName string, t T
 		}
 		if pod.Spec.NodeName != "" {
 			nodes[pod.Spec.NodeName] = true
+		} else if bound, err := podfit.ListBoundPods(ctx, cs); err == nil {
+			// A Pending pod: the requests of the pods bound to each node
+			// take its room (NodeResourcesFit).
+			s.Pods = append(s.Pods, bound...)
+		} else {
+			unreadable("pods bound to nodes (their requests take each node's CPU, memory and pod slots)", err)
 		}
 	case "claim":
 		s.events(ctx, cs, "ResourceClaim", t.Namespace, t.Name)

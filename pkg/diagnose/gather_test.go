@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -215,5 +216,49 @@ func TestGatherErrors(t *testing.T) {
 	}
 	if s == nil || len(s.Unreadable) != 1 || !strings.HasPrefix(s.Unreadable[0], "DeviceClasses: ") {
 		t.Errorf("unreadable classes not reported: %+v", s)
+	}
+}
+
+// TestGatherPendingPodReadsBoundPods: for a Pending pod, Gather also reads
+// the pods bound to nodes and not ended (the API server filters by the
+// field selector Gather sends; the reactor plays it), slimmed to their
+// requests, so that NodeResourcesFit sees each node's room.
+func TestGatherPendingPodReadsBoundPods(t *testing.T) {
+	pending := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	busy := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "busy", Namespace: "other", Labels: map[string]string{"app": "x"}},
+		Spec: corev1.PodSpec{NodeName: "vm", Containers: []corev1.Container{{Name: "c", Image: "big:1", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("7")}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	done := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "done", Namespace: "other"}, Spec: corev1.PodSpec{NodeName: "vm"},
+		Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}
+	cs, _ := newGatherClient(t, serveKubeletMetrics, pending, busy, done, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "vm"}})
+	cs.Clientset.PrependReactor("list", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		a := action.(k8stesting.ListAction)
+		fs := a.GetListRestrictions().Fields
+		if fs == nil || fs.Empty() {
+			return false, nil, nil
+		}
+		out := &corev1.PodList{}
+		for _, p := range []*corev1.Pod{pending, busy, done} {
+			if fs.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName, "status.phase": string(p.Status.Phase)}) {
+				out.Items = append(out.Items, *p)
+			}
+		}
+		return true, out, nil
+	})
+	s, err := Gather(context.Background(), cs, "gpu.nvidia.com", Target{Kind: "pod", Namespace: "ns", Name: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range s.Pods {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	if want := []string{"ns/p", "other/busy"}; !slices.Equal(names, want) {
+		t.Fatalf("pods %q, want %q", names, want)
+	}
+	b := s.Pods[1]
+	if b.Labels != nil || b.Spec.Containers[0].Image != "" || b.Spec.Containers[0].Resources.Requests.Cpu().String() != "7" || b.Spec.NodeName != "vm" {
+		t.Errorf("bound pod not slimmed to its requests: %+v", b)
 	}
 }

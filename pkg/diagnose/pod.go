@@ -39,7 +39,7 @@ func DiagnosePod(s *Snapshot, namespace, name string) *Report {
 	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
 		r.Status, r.Verdict = OK, fmt.Sprintf("pod %s has ended (%s); its claims are released", name, pod.Status.Phase)
 	case pod.Spec.NodeName == "":
-		pendingVerdict(r, name)
+		pendingVerdict(r, s, pod, claims)
 	case pod.Status.Phase == corev1.PodRunning:
 		runningVerdict(r, pod)
 	default:
@@ -155,7 +155,10 @@ func noGPU(r *Report, pod *corev1.Pod) *Report {
 	return r
 }
 
-func pendingVerdict(r *Report, name string) {
+// pendingVerdict explains a Pending pod: a claim that cannot be allocated,
+// or else the scheduler's filters that keep the pod off each node.
+func pendingVerdict(r *Report, s *Snapshot, pod *corev1.Pod, claims []podClaim) {
+	name := pod.Name
 	for _, cr := range r.Claims {
 		if cr.Status == Blocked {
 			claim := cr.Name
@@ -177,8 +180,23 @@ func pendingVerdict(r *Report, name string) {
 			}
 		}
 	}
+	nodes, err := nodeFilters(s, pod, claims)
+	if err != nil {
+		r.Unreadable = append(r.Unreadable, "the scheduler's filters on each node: "+err.Error())
+	}
+	r.Pod.Nodes = nodes
+	var filters string
+	if len(nodes) > 0 {
+		blocked, text := filtersVerdict(nodes)
+		if blocked {
+			r.Status = Blocked
+			r.Verdict = fmt.Sprintf("pod %s is Pending: its claims can be allocated (%s), but %s", name, strings.Join(fits, "; "), text)
+			return
+		}
+		filters = ", and " + text
+	}
 	r.Status = Unknown
-	r.Verdict = fmt.Sprintf("pod %s is Pending, but its GPUs are not what blocks it (%s); the scheduler says: %s", name, strings.Join(fits, "; "), orNone(r.Pod.Scheduler))
+	r.Verdict = fmt.Sprintf("pod %s is Pending, but its GPUs are not what blocks it (%s)%s; the scheduler says: %s", name, strings.Join(fits, "; "), filters, orNone(r.Pod.Scheduler))
 }
 
 // runningVerdict names the devices of a running pod, and flags containers

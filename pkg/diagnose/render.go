@@ -35,6 +35,17 @@ func (r *Report) WriteText(w io.Writer) error {
 		for _, c := range pi.Containers {
 			p.line(1, "container %s: %s; claims: %s", c.Name, c.State, orNone(strings.Join(c.Claims, ", ")))
 		}
+		for i, n := range pi.Nodes {
+			if i == maxNodeLines {
+				p.line(1, "and %d more nodes (-o json lists each)", len(pi.Nodes)-i)
+				break
+			}
+			if n.StoppedBy == nil {
+				p.line(1, "node %s: passes the scheduler's filters", n.Node)
+			} else {
+				p.line(1, "node %s: %s", n.Node, n.StoppedBy)
+			}
+		}
 	}
 	for _, c := range r.Claims {
 		p.blank()
@@ -242,3 +253,6 @@ func eventTime(e *corev1.Event) time.Time {
 	}
 	return e.FirstTimestamp.Time
 }
+
+// maxNodeLines is how many nodes' filters the text output lists.
+const maxNodeLines = 20

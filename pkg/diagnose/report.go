@@ -50,6 +50,9 @@ type PodInfo struct {
 	Node       string          `json:"node,omitempty"`
 	Scheduler  string          `json:"schedulerMessage,omitempty"` // the latest FailedScheduling event
 	Containers []ContainerInfo `json:"containers"`
+	// Nodes are, for a Pending pod whose claims can be allocated, the
+	// scheduler's filters on each node (nodeFilters).
+	Nodes []NodeFilter `json:"nodes,omitempty"`
 }
 
 // ContainerInfo is one container, the claims it uses and its state.

@@ -23,7 +23,8 @@ import (
 type Snapshot struct {
 	// DriverName is this driver's name (gpu.nvidia.com unless changed).
 	DriverName string `json:"driverName"`
-	// Pods holds the pod under diagnosis, if any.
+	// Pods holds the pod under diagnosis, if any, and, for a Pending
+	// pod, the pods bound to nodes (podfit.Slim: their requests).
 	Pods []corev1.Pod `json:"pods,omitempty"`
 	// Claims are all ResourceClaims: other claims' allocations decide
 	// which devices are free, as they do for the scheduler.
