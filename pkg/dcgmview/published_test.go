@@ -20,13 +20,12 @@ import (
 // TestPublishedStaticAndDynamicMig resolves what the plugin publishes for
 // two simulated H100s, GPU 1 partitioned by an admin (static MIG: two
 // 3g.40gb devices) and GPU 0 offered for dynamic MIG, as the exporter
-// would. The e2e cluster (make e2e) has no static MIG layout and making
-// one there means redeploying the chart, which costs more CI time than the
-// whole PodResources e2e test (test/e2e/podresources_test.go): static MIG
-// is held here. Each static MIG device resolves to its parent and to the
-// UUID NVML gave it, and its name is not read; each dynamic one resolves to
-// its parent, the GPU instance profile ID NVML reports for its profile and
-// a placement NVML offers for it.
+// would, for every device of both kinds (the e2e test,
+// test/e2e/podresources_static_test.go, runs a pod on one static MIG
+// device of a cluster). Each static MIG device resolves to its parent and
+// to the UUID NVML gave it, and its name is not read; each dynamic one
+// resolves to its parent, the GPU instance profile ID NVML reports for its
+// profile and a placement NVML offers for it.
 func TestPublishedStaticAndDynamicMig(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "sim")
 	sim, inv, err := simulate.Discover("h100x2", "n1", dir)

@@ -31,11 +31,13 @@ const podResourcesNS = "gpu-podresources"
 // UUID; for a dynamic MIG device the parent, and from its name the parent's
 // minor (the node's /dev/nvidia<minor>), the GPU instance profile ID NVML
 // reports for the profile the container sees (nvidia-smi mig -lgip) and the
-// placement start of that GPU instance. Static MIG needs a redeployed
-// chart here; pkg/dcgmview TestPublishedStaticAndDynamicMig holds it.
+// placement start of that GPU instance. Then an admin partitions an idle
+// GPU while the plugin is stopped, and a pod on one of those static MIG
+// devices is attributed by its uuid (testStaticMig).
 func TestPodResources(t *testing.T) {
 	start := time.Now()
 	requireCleanNode(t)
+	gpudra := startGpudraBuild(t)
 	testNamespace(t, podResourcesNS)
 	pods := []string{"whole", "mig-pair", "time-sliced", "fraction"}
 	applyYAML(t, workloadSpecs(podResourcesNS, pods...))
@@ -100,6 +102,8 @@ func TestPodResources(t *testing.T) {
 	}
 	kubectl(t, "delete", "namespace", podResourcesNS, "--wait=true", "--timeout=120s")
 	waitNodeClean(t, "after TestPodResources", nil)
+	t.Logf("TestPodResources body without static MIG: %s", time.Since(start).Round(100*time.Millisecond))
+	testStaticMig(t, gpudra())
 	t.Logf("TestPodResources body: %s", time.Since(start).Round(100*time.Millisecond))
 }
 
