@@ -180,12 +180,12 @@ func pendingVerdict(r *Report, s *Snapshot, pod *corev1.Pod, claims []podClaim) 
 			}
 		}
 	}
+	var filters string
 	nodes, err := nodeFilters(s, pod, claims)
 	if err != nil {
-		r.Unreadable = append(r.Unreadable, "the scheduler's filters on each node: "+err.Error())
+		filters = ", and the scheduler's filters could not be run on its nodes: " + err.Error()
 	}
 	r.Pod.Nodes = nodes
-	var filters string
 	if len(nodes) > 0 {
 		blocked, text := filtersVerdict(nodes)
 		if blocked {
