@@ -29,7 +29,8 @@ const podFilterNames = "NodeUnschedulable, TaintToleration, NodeAffinity, NodeRe
 // nodeFilters runs the scheduler's filters for pod on every node of the
 // snapshot, in the default profile's order (podfit): NodeUnschedulable,
 // TaintToleration and NodeAffinity, NodeResourcesFit against the requests
-// of the pods bound to the node, then DynamicResources: the pod's
+// of the pods bound to the node (where the snapshot holds the node's
+// status), then DynamicResources: the pod's
 // allocated claims must be available on the node, and the allocator must
 // allocate all its other claims there at once (CapacityOf, one copy). nil
 // when the snapshot holds no nodes (they could not be read).
@@ -66,7 +67,10 @@ func nodeFilters(s *Snapshot, pod *corev1.Pod, claims []podClaim) ([]NodeFilter,
 		if err != nil {
 			return nil, err
 		}
-		if rej == nil {
+		// A node without its status (the pending explainer's caches drop
+		// it) is not judged on CPU, memory and pod slots: zero
+		// allocatable there means unknown, not full.
+		if rej == nil && len(n.Status.Allocatable) > 0 {
 			if fit, why := podfit.FitCount(req, podfit.RoomOn(n, bound[n.Name]), dra, 1); fit == 0 {
 				rej = podfit.ResourcesRejection(why)
 			}
