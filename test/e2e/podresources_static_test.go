@@ -57,16 +57,22 @@ func testStaticMig(t *testing.T, gpudra string) {
 	// Whatever fails, the plugin runs again and the GPU is whole again:
 	// restore first, the DaemonSet's node selector last.
 	t.Cleanup(pluginUp)
+	// made: the admin's MIG devices, once made.
+	var made []string
+	// restored is set once the node is as before; a restore that failed
+	// part way runs again from the start in the cleanup (each step is
+	// idempotent).
 	restored := false
 	restore := func() {
 		if restored {
 			return
 		}
-		restored = true
 		kubectl(t, "delete", "namespace", staticMigNS, "--ignore-not-found", "--wait=true", "--timeout=120s")
 		// The claim unprepared (the admin command refuses a held GPU);
 		// only the admin's layout is left.
-		waitNodeClean(t, "but the admin's layout after the static MIG pod", func(l string) bool { return strings.HasSuffix(l, parent) })
+		waitNodeClean(t, "but the admin's layout after the static MIG pod", func(l string) bool {
+			return strings.HasSuffix(l, parent) || slices.ContainsFunc(made, func(u string) bool { return strings.HasSuffix(l, u) })
+		})
 		pluginDown(t)
 		t.Logf("restore: %s", strings.TrimSpace(admin("--destroy-all")))
 		pluginUp()
@@ -80,6 +86,7 @@ func testStaticMig(t *testing.T, gpudra string) {
 			return true, ""
 		})
 		waitNodeClean(t, "after the static MIG layout was destroyed", nil)
+		restored = true
 	}
 	t.Cleanup(restore)
 
@@ -87,7 +94,7 @@ func testStaticMig(t *testing.T, gpudra string) {
 	mark := time.Now()
 	pluginDown(t)
 	down := time.Since(mark)
-	made := createdMigUUIDs(t, admin("--create", staticMigProfile+","+staticMigProfile))
+	made = createdMigUUIDs(t, admin("--create", staticMigProfile+","+staticMigProfile))
 	pluginUp()
 	waitPluginReady(t, "the plugin up on the admin's layout", func(corev1.Pod) bool { return true })
 	var static []string
