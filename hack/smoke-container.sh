@@ -11,8 +11,9 @@
 #           ldconfig, which nvidia-cdi-hook update-ldcache runs inside the
 #           container) and test/gpusmoke/probe/kernelprobe.c built with gcc.
 #           No NVIDIA file: the claim's CDI spec brings the driver's. Keyed by
-#           the probe's SHA-256 and the libc packages' names, so an edit of the
-#           probe or a glibc update builds a new one.
+#           the SHA-256 of the probe and of the header it includes
+#           (test/probe/nvprobe.h) and the libc packages' names, so an edit of
+#           either or a glibc update builds a new one.
 #
 # Everything lives under ${GPU_DRA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-dra-driver}.
 # Progress goes to stderr; stdout is the two lines only.
@@ -22,6 +23,7 @@ source "$(dirname "$0")/cluster/lib.sh"
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 RUNC_VERSION=${RUNC_VERSION:-v1.5.1}
 PROBE=$REPO/test/gpusmoke/probe/kernelprobe.c
+PROBE_HEADER=$REPO/test/probe/nvprobe.h # the code it shares with the e2e image's cudaprobe
 
 mkdir -p "$CACHE/build"
 exec 7>"$CACHE/build/.smoke-container.lock"
@@ -46,7 +48,7 @@ runc_bin() {
 rootfs() {
   local debs key r deb
   debs=$(debs libc6 libc-bin)
-  key=$({ sha256sum "$PROBE" | cut -c1-16; for deb in $debs; do basename "$deb"; done; } | sha256sum | cut -c1-16)
+  key=$({ sha256sum "$PROBE" "$PROBE_HEADER" | cut -c1-16; for deb in $debs; do basename "$deb"; done; } | sha256sum | cut -c1-16)
   r=$CACHE/build/smoke-rootfs-$key
   if [ ! -f "$r/.gdra-complete" ]; then
     rm -rf "$r" "$r.tmp"

@@ -11,8 +11,9 @@
 #           cross-compiled (hack/build-arch.sh: gcc-aarch64-linux-gnu) with arm64's glibc from Debian
 #           (hack/debs-arch.sh).
 #   cudaprobe localhost/cudaprobe:e2e, the devices node mode's workload: Debian's glibc (libc6,
-#           libc-bin: loader, ld.so.conf) and test/e2e/probe/cudaprobe.c built here with gcc, no
-#           NVIDIA file (CDI brings the driver's); busybox for a shell
+#           libc-bin: loader, ld.so.conf) and test/e2e/probe/cudaprobe.c (which includes
+#           test/probe/nvprobe.h) built here with gcc, no NVIDIA file (CDI brings the driver's);
+#           busybox for a shell
 # Usage: images.sh base | driver REPO_ROOT TAG [PLATFORMS] | cudaprobe REPO_ROOT
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -185,10 +186,11 @@ driver_rootfs_arm64() {
   rm -rf "$libc"
 }
 
-# cudaprobe_image REPO: rebuilt when the probe's source changes.
+# cudaprobe_image REPO: rebuilt when the probe's source changes (the .c or
+# the header it shares with gpu-smoke's probe).
 cudaprobe_image() {
-  local src=$1/test/e2e/probe/cudaprobe.c r=$CACHE/build/cudaprobe-rootfs out=$IMAGES/cudaprobe.oci.tar deb
-  if [ ! -f "$out" ] || [ "$src" -nt "$out" ] || [ "$0" -nt "$out" ]; then
+  local src=$1/test/e2e/probe/cudaprobe.c hdr=$1/test/probe/nvprobe.h r=$CACHE/build/cudaprobe-rootfs out=$IMAGES/cudaprobe.oci.tar deb
+  if [ ! -f "$out" ] || [ "$src" -nt "$out" ] || [ "$hdr" -nt "$out" ] || [ "$0" -nt "$out" ]; then
     rm -rf "$r"; mkdir -p "$r"/{bin,dev,proc,sys,tmp,etc}
     for deb in $(debs libc6 libc-bin); do dpkg -x "$deb" "$r"; done
     gcc -O2 -Wall -Werror -o "$r/bin/cudaprobe" "$src" -ldl

@@ -29,16 +29,24 @@
 // points are the ones cuda.h maps the plain names to (cuCtxCreate ->
 // cuCtxCreate_v2, cuMemAlloc -> cuMemAlloc_v2, ...).
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
-#include <link.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
+
+#include "../../probe/nvprobe.h"
+
+// style: /etc/ld.so.cache only (the hook's), a plain "none", the first
+// cache entry, no file hash (cmd/gpudra/smoke_probe.go parses these lines).
+static const struct nvprobe_style style = {
+    .ldcache_env = NULL,
+    .ldcache_reason = 0,
+    .ldcache_every = 0,
+    .lib_hash = 0,
+};
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -97,62 +105,6 @@ static const char *errname(CUresult r) {
   const char *s = NULL;
   if (cuGetErrorName && cuGetErrorName(r, &s) == 0 && s) return s;
   return "?";
-}
-
-// ldcache prints the ld.so.cache entry of a soname. glibc's
-// "glibc-ld.so.cache1.1" format (elf/dl-cache.h, struct cache_file_new):
-// a 48-byte header with the entry count at offset 20, then 24-byte
-// entries whose key and value are string offsets from the header's start.
-static void ldcache(const char *soname) {
-  FILE *f = fopen("/etc/ld.so.cache", "rb");
-  if (!f) { printf("ldcache %s none\n", soname); return; }
-  static char data[4 << 20];
-  size_t n = fread(data, 1, sizeof data, f);
-  fclose(f);
-  const char magic[] = "glibc-ld.so.cache1.1";
-  char *base = memmem(data, n, magic, sizeof magic - 1);
-  if (!base || base + 48 > data + n) { printf("ldcache %s none\n", soname); return; }
-  uint32_t count;
-  memcpy(&count, base + 20, 4);
-  for (uint32_t i = 0; i < count; i++) {
-    char *e = base + 48 + (size_t)i * 24;
-    if (e + 24 > data + n) break;
-    uint32_t key, value;
-    memcpy(&key, e + 4, 4);
-    memcpy(&value, e + 8, 4);
-    if (base + key >= data + n || base + value >= data + n) continue;
-    if (strcmp(base + key, soname) == 0) { printf("ldcache %s %s\n", soname, base + value); return; }
-  }
-  printf("ldcache %s none\n", soname);
-}
-
-static void devices(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (strncmp(e->d_name, "nvidia", 6) != 0) continue;
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    struct stat st;
-    if (lstat(p, &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) devices(p);
-    else if (S_ISCHR(st.st_mode)) printf("dev %s %u:%u\n", p, major(st.st_rdev), minor(st.st_rdev));
-    else printf("dev %s not-a-device\n", p);
-  }
-  closedir(d);
-}
-
-static void *load(const char *soname) {
-  void *h = dlopen(soname, RTLD_NOW | RTLD_GLOBAL);
-  if (!h) { printf("lib %s error %s\n", soname, dlerror()); return NULL; }
-  struct link_map *lm = NULL;
-  char real[PATH_MAX] = "?";
-  if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm) {
-    if (!realpath(lm->l_name, real)) strcpy(real, "?");
-  }
-  printf("lib %s %s %s\n", soname, lm ? lm->l_name : "?", real);
-  return h;
 }
 
 // sym resolves one entry point; a missing one is reported and fails the run.
@@ -265,9 +217,9 @@ int main(int argc, char **argv) {
     else { fprintf(stderr, "usage: %s [--alloc MIB[,MIB...]]\n", argv[0]); return 2; }
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
-  devices("/dev");
-  ldcache("libcuda.so.1");
-  void *h = load("libcuda.so.1");
+  nvprobe_devices("/dev");
+  nvprobe_ldcache("libcuda.so.1", &style);
+  void *h = nvprobe_load("libcuda.so.1", &style);
   if (h) cuda(h, alloc);
   const char *pipe = getenv("CUDA_MPS_PIPE_DIRECTORY");
   printf("mps %s\n", pipe ? pipe : "none");
