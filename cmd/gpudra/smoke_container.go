@@ -58,15 +58,12 @@ runc and the rootfs. Needs root.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.driverRoot, "driver-root", "/", "Root of the NVIDIA driver installation.")
-	f.StringVar(&o.nvmlLibrary, "nvml-library", "", "Explicit libnvidia-ml.so.1; searched under --driver-root when empty.")
-	f.StringVar(&o.hook, "hook", "bin/nvidia-cdi-hook", "nvidia-cdi-hook to install and name in the spec (make build).")
-	f.StringVar(&o.gpu, "gpu", "", "UUID or index of the GPU to prepare; default the first whole GPU published.")
-	f.DurationVar(&o.timeout, "timeout", 3*time.Minute, "Give up after this long.")
+	// A minute more than smoke prepare: after the same prepare it runs
+	// three containers and starts and stops an MPS daemon.
+	o.addFlags(f, 3*time.Minute,
+		"Testing only: simulated NVML (e.g. h100x2) with the real driver backend under --driver-root; the device nodes there have no GPU behind them.")
 	f.StringVar(&o.runc, "runc", "", "runc binary (hack/smoke-container.sh builds one).")
 	f.StringVar(&o.rootfs, "rootfs", "", "Container root filesystem with /bin/kernelprobe (hack/smoke-container.sh).")
-	f.StringVar(&o.simulate, "simulate", "", "Testing only: simulated NVML (e.g. h100x2) with the real driver backend under --driver-root; the device nodes there have no GPU behind them.")
-	_ = f.MarkHidden("simulate")
 	return cmd
 }
 

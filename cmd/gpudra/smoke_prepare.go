@@ -18,6 +18,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -68,15 +69,23 @@ unprepares it.`,
 			return r.err()
 		},
 	}
-	f := cmd.Flags()
+	o.addFlags(cmd.Flags(), 2*time.Minute,
+		"Testing only: simulated NVML (e.g. h100x2) with the real driver backend under --driver-root.")
+	return cmd
+}
+
+// addFlags registers the flags every smoke step that prepares a GPU has
+// (smoke prepare, and smoke container, whose options embed these). The
+// steps differ only in how long they may take and in what --simulate
+// leaves out, so those come from the caller.
+func (o *smokeOptions) addFlags(f *pflag.FlagSet, timeout time.Duration, simulateHelp string) {
 	f.StringVar(&o.driverRoot, "driver-root", "/", "Root of the NVIDIA driver installation.")
 	f.StringVar(&o.nvmlLibrary, "nvml-library", "", "Explicit libnvidia-ml.so.1; searched under --driver-root when empty.")
 	f.StringVar(&o.hook, "hook", "bin/nvidia-cdi-hook", "nvidia-cdi-hook to install and name in the spec (make build).")
 	f.StringVar(&o.gpu, "gpu", "", "UUID or index of the GPU to prepare; default the first whole GPU published.")
-	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "Give up after this long.")
-	f.StringVar(&o.simulate, "simulate", "", "Testing only: simulated NVML (e.g. h100x2) with the real driver backend under --driver-root.")
+	f.DurationVar(&o.timeout, "timeout", timeout, "Give up after this long.")
+	f.StringVar(&o.simulate, "simulate", "", simulateHelp)
 	_ = f.MarkHidden("simulate")
-	return cmd
 }
 
 // refusingTools stand in for nvidia-smi compute-policy and MPS daemons.
