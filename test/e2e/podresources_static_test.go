@@ -67,16 +67,27 @@ func testStaticMig(t *testing.T, gpudra string) {
 		if restored {
 			return
 		}
-		kubectl(t, "delete", "namespace", staticMigNS, "--ignore-not-found", "--wait=true", "--timeout=120s")
+		mark := time.Now()
+		// The namespace goes on going while the plugin restarts (its
+		// cleanup waits for the rest); the claim's record is gone once
+		// the pod's containers stopped and the plugin unprepared it.
+		kubectl(t, "delete", "namespace", staticMigNS, "--ignore-not-found", "--wait=false")
 		// The claim unprepared (the admin command refuses a held GPU);
 		// only the admin's layout is left.
 		waitNodeClean(t, "but the admin's layout after the static MIG pod", func(l string) bool {
 			return strings.HasSuffix(l, parent) || slices.ContainsFunc(made, func(u string) bool { return strings.HasSuffix(l, u) })
 		})
+		unprepared := time.Since(mark)
 		pluginDown(t)
-		t.Logf("restore: %s", strings.TrimSpace(admin("--destroy-all")))
+		out := strings.TrimSpace(admin("--destroy-all"))
+		down := time.Since(mark)
 		pluginUp()
 		waitPluginReady(t, "the plugin up again", func(corev1.Pod) bool { return true })
+		up := time.Since(mark)
+		defer func() {
+			t.Logf("restore: claim unprepared after %s, plugin down and %q after %s, plugin ready after %s, the pool as before after %s",
+				unprepared.Round(100*time.Millisecond), out, down.Round(100*time.Millisecond), up.Round(100*time.Millisecond), time.Since(mark).Round(100*time.Millisecond))
+		}()
 		waitFor(t, "the pool as it was before the static MIG layout", 120*time.Second, func() (bool, string) {
 			now := poolDevices(t)
 			whole := now[fmt.Sprintf("gpu-%d", minor)]
