@@ -21,9 +21,10 @@ package main
 import (
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/opcmd"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
-	"github.com/spf13/cobra"
 )
 
 func main() {
