@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/backend"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/driver"

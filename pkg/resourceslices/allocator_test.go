@@ -8,11 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	resourceapi "k8s.io/api/resource/v1"
+
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
-	resourceapi "k8s.io/api/resource/v1"
 )
 
 const driverName = "gpu.nvidia.com"
