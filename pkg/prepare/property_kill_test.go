@@ -44,8 +44,11 @@ func (k *killer) arm(at int) {
 func (k *killer) disarm() (killed bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.armed = 0
-	return k.killed
+	// The kill is reported once: a run after it that nobody armed was
+	// not killed (a stale flag kept a start "killed" for ever).
+	killed = k.killed
+	k.armed, k.killed = 0, false
+	return killed
 }
 
 func (k *killer) point() {
