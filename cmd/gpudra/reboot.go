@@ -13,12 +13,11 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/spf13/cobra"
-
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
 
 type rebootOptions struct {
-	profile, nodeName, stateDir, cdiRoot, driverName string
+	offlineNode
+	cdiRoot string
 }
 
 func newSimulateRebootCommand() *cobra.Command {
@@ -36,35 +35,17 @@ specs and staging directory there are removed too, as a reboot empties a
 tmpfs /var/run/cdi. MPS daemons are not touched.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.stateDir == "" {
-				o.stateDir = filepath.Join("/var/lib/kubelet/plugins", o.driverName)
-			}
+			o.complete()
 			return simulateReboot(cmd.OutOrStdout(), o)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.profile, "simulate", "", "the simulated node's profile, as the plugin's --simulate (e.g. h100x8)")
-	f.StringVar(&o.nodeName, "node-name", "", "the simulated node's name, as the plugin's --node-name")
-	f.StringVar(&o.stateDir, "state-dir", "", "the plugin's --state-dir; default /var/lib/kubelet/plugins/<driver-name>")
-	f.StringVar(&o.cdiRoot, "cdi-root", "", "if set, remove the driver's CDI specs and staging directory from this directory")
-	f.StringVar(&o.driverName, "driver-name", "gpu.nvidia.com", "the DRA driver name, as the plugin's --driver-name")
-	_ = cmd.MarkFlagRequired("simulate")
-	_ = cmd.MarkFlagRequired("node-name")
+	o.addFlags(cmd)
+	cmd.Flags().StringVar(&o.cdiRoot, "cdi-root", "", "if set, remove the driver's CDI specs and staging directory from this directory")
 	return cmd
 }
 
 func simulateReboot(w io.Writer, o rebootOptions) error {
-	profile, err := simulate.ParseProfile(o.profile)
-	if err != nil {
-		return err
-	}
-	dir := filepath.Join(o.stateDir, "simulated")
-	// New would take a directory of other GPUs for a new node and forget
-	// what it records.
-	if err := simulate.CheckNode(profile, o.nodeName, dir); err != nil {
-		return err
-	}
-	sim, err := simulate.New(profile, o.nodeName, dir)
+	sim, profile, err := o.open()
 	if err != nil {
 		return err
 	}

@@ -21,10 +21,11 @@ import (
 )
 
 type adminMigOptions struct {
-	profile, nodeName, stateDir, pluginDir, driverName string
-	gpu                                                int
-	create                                             []string
-	destroyAll                                         bool
+	offlineNode
+	pluginDir  string
+	gpu        int
+	create     []string
+	destroyAll bool
 }
 
 func newSimulateAdminMigCommand() *cobra.Command {
@@ -48,26 +49,19 @@ the plugin's DRA socket (dra*.sock in --plugin-dir) answers, and on a GPU
 that a prepared claim of the plugin's checkpoint holds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.stateDir == "" {
-				o.stateDir = filepath.Join("/var/lib/kubelet/plugins", o.driverName)
-			}
+			o.complete()
 			if o.pluginDir == "" {
 				o.pluginDir = o.stateDir
 			}
 			return simulateAdminMig(cmd.OutOrStdout(), o)
 		},
 	}
+	o.addFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&o.profile, "simulate", "", "the simulated node's profile, as the plugin's --simulate (e.g. h100x8)")
-	f.StringVar(&o.nodeName, "node-name", "", "the simulated node's name, as the plugin's --node-name")
-	f.StringVar(&o.stateDir, "state-dir", "", "the plugin's --state-dir; default /var/lib/kubelet/plugins/<driver-name>")
 	f.StringVar(&o.pluginDir, "plugin-dir", "", "where the plugin's DRA socket lives (<kubelet-dir>/plugins/<driver-name>); default --state-dir")
-	f.StringVar(&o.driverName, "driver-name", "gpu.nvidia.com", "the DRA driver name, as the plugin's --driver-name")
 	f.IntVar(&o.gpu, "gpu", -1, "the GPU's minor number (/dev/nvidia<minor>)")
 	f.StringSliceVar(&o.create, "create", nil, "MIG profiles to create, one MIG device each (e.g. 3g.40gb,3g.40gb)")
 	f.BoolVar(&o.destroyAll, "destroy-all", false, "destroy every MIG device of the GPU and turn its MIG mode off")
-	_ = cmd.MarkFlagRequired("simulate")
-	_ = cmd.MarkFlagRequired("node-name")
 	_ = cmd.MarkFlagRequired("gpu")
 	cmd.MarkFlagsMutuallyExclusive("create", "destroy-all")
 	cmd.MarkFlagsOneRequired("create", "destroy-all")
@@ -78,15 +72,7 @@ func simulateAdminMig(w io.Writer, o adminMigOptions) error {
 	if err := pluginStopped(o.pluginDir); err != nil {
 		return err
 	}
-	profile, err := simulate.ParseProfile(o.profile)
-	if err != nil {
-		return err
-	}
-	dir := filepath.Join(o.stateDir, "simulated")
-	if err := simulate.CheckNode(profile, o.nodeName, dir); err != nil {
-		return err
-	}
-	sim, err := simulate.New(profile, o.nodeName, dir)
+	sim, _, err := o.open()
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func adminNode(t *testing.T) adminMigOptions {
 	if _, _, err := simulate.Discover("h100x2", "n1", filepath.Join(state, "simulated")); err != nil {
 		t.Fatal(err)
 	}
-	return adminMigOptions{profile: "h100x2", nodeName: "n1", stateDir: state, pluginDir: state, gpu: 1}
+	return adminMigOptions{offlineNode: offlineNode{profile: "h100x2", nodeName: "n1", stateDir: state}, pluginDir: state, gpu: 1}
 }
 
 // pluginView is what a plugin started on the node discovers.
@@ -65,7 +65,7 @@ func TestSimulateAdminMig(t *testing.T) {
 	if mode := resourceslices.ModeOf(g, resourceslices.Options{DynamicMIG: true}); mode != resourceslices.StaticMIG {
 		t.Errorf("the plugin would publish GPU 1 as %v, want static MIG", mode)
 	}
-	if other := pluginView(t, adminMigOptions{profile: o.profile, nodeName: o.nodeName, stateDir: o.stateDir, gpu: 0}); other.MigEnabled {
+	if other := pluginView(t, adminMigOptions{offlineNode: o.offlineNode, gpu: 0}); other.MigEnabled {
 		t.Errorf("GPU 0 is in MIG mode; only GPU 1 was asked for")
 	}
 
