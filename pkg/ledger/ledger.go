@@ -39,6 +39,8 @@ type Ledger struct {
 	held map[types.UID][]Footprint
 	// unrestored are claims whose devices could not be restored, with why.
 	unrestored map[types.UID]*RestoreError
+	// foreign are another driver's claims held here (foreign.go).
+	foreign map[types.UID]checkpoint.PreparedClaim
 }
 
 // New is the ledger over an opened store. Call HoldAll before serving.
@@ -101,6 +103,9 @@ func (l *Ledger) HoldAll() {
 		held[rec.UID] = Footprints(rec)
 	}
 	l.mu.Lock()
+	for _, rec := range l.foreignRecordsLocked() {
+		held[rec.UID] = Footprints(rec)
+	}
 	l.held = held
 	l.mu.Unlock()
 }

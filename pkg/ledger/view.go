@@ -28,6 +28,9 @@ type View struct {
 // View takes the snapshot.
 func (l *Ledger) View() View {
 	records, opaque := l.store.Owning()
+	l.mu.Lock()
+	records = append(records, l.foreignRecordsLocked()...) // foreign.go
+	l.mu.Unlock()
 	return View{records: records, opaque: opaque}
 }
 

@@ -9,9 +9,10 @@
 // whose devices it prepared. This package only reads (and, once none of
 // its claims is left, renames its checkpoint); it never changes a device.
 //
-// Facts below are from the reference driver's source at commit
-// 22407113785e78c7763b4637689a201eb39c6199 (May 2026); no code is taken
-// from it.
+// Facts below are from the reference driver's source at
+// kubernetes-sigs/dra-driver-nvidia-gpu commit
+// 95932046683719c43b6a0dd9613c2e5aad5d6703 (main, 2026), the commit the
+// fixtures in testdata were written from; no code is taken from it.
 package refdriver
 
 import (
@@ -63,21 +64,49 @@ type checkpointFormat struct {
 }
 
 // preparedClaim is PreparedClaimV2 (V1 lacks checkpointState, name and
-// namespace). preparedDevices is PreparedDevices in prepared.go: groups of
-// devices, each {"gpu": {...}} or {"mig": {"concrete": MigLiveTuple}} or
-// {"vfio": {...}}; MigLiveTuple is in mig.go.
+// namespace). Name and namespace are set only while the claim is
+// PrepareStarted: device_state.go, Prepare, writes them with that state
+// and then replaces the entry with one in PrepareCompleted that has
+// neither, so a prepared claim is known by UID alone.
 type preparedClaim struct {
 	CheckpointState string                          `json:"checkpointState"`
 	Status          resourceapi.ResourceClaimStatus `json:"status"`
 	Name            string                          `json:"name"`
 	Namespace       string                          `json:"namespace"`
-	PreparedDevices []struct {
-		Devices []struct {
-			Mig *struct {
-				Concrete *MigDevice `json:"concrete"`
-			} `json:"mig"`
-		} `json:"devices"`
-	} `json:"preparedDevices"`
+	PreparedDevices []preparedGroup                 `json:"preparedDevices"`
+}
+
+// preparedGroup is PreparedDeviceGroup (prepared.go): devices, each
+// {"gpu": {info, device}}, {"mig": {concrete, device}} or {"vfio": {info,
+// device}}, and the group's DeviceConfigState (device_state.go), whose
+// mpsControlDaemonID names the MPS daemon started for it.
+type preparedGroup struct {
+	Devices []struct {
+		Gpu *struct {
+			Info   struct{ UUID string } `json:"info"`
+			Device *kubeletDevice        `json:"device"`
+		} `json:"gpu"`
+		Mig *struct {
+			Concrete *MigDevice     `json:"concrete"`
+			Device   *kubeletDevice `json:"device"`
+		} `json:"mig"`
+		Vfio *struct {
+			Info   struct{ UUID string } `json:"info"`
+			Device *kubeletDevice        `json:"device"`
+		} `json:"vfio"`
+	} `json:"devices"`
+	ConfigState struct {
+		MpsControlDaemonID string `json:"mpsControlDaemonID"`
+	} `json:"configState"`
+}
+
+// kubeletDevice is CheckpointedDevice (checkpointv.go), the layout of
+// kubeletplugin.Device with its Go field names as keys.
+type kubeletDevice struct {
+	Requests     []string `json:"Requests"`
+	PoolName     string   `json:"PoolName"`
+	DeviceName   string   `json:"DeviceName"`
+	CDIDeviceIDs []string `json:"CDIDeviceIDs"`
 }
 
 // MigDevice is a MIG device a claim of the reference driver holds, as its
@@ -89,12 +118,27 @@ type MigDevice struct {
 	UUID       string `json:"migUUID"`
 }
 
+// Device is one device a claim of the reference driver was prepared
+// with: what the kubelet was told (Requests, Pool, Name, CDIDeviceIDs)
+// and the hardware it is.
+type Device struct {
+	Requests     []string
+	Pool, Name   string
+	CDIDeviceIDs []string
+	// GPU is the UUID of the GPU the device is or is on.
+	GPU string
+	// Mig is set for a MIG device; Vfio for a GPU handed to a VM.
+	Mig  *MigDevice
+	Vfio bool
+}
+
 // Claim is one claim the reference driver's checkpoint lists: prepared,
 // or with a prepare begun (state PrepareStarted, which may already have
 // created a MIG device).
 type Claim struct {
 	UID string
-	// Namespace and Name are empty in the v1 format.
+	// Namespace and Name are empty in the v1 format and for claims in
+	// PrepareCompleted (see preparedClaim).
 	Namespace, Name string
 	// State is the checkpoint state: PrepareStarted or PrepareCompleted
 	// ("PrepareCompleted" for the v1 format, as its ToV2 does).
@@ -102,17 +146,31 @@ type Claim struct {
 	// Allocation is the claim's allocation when it was prepared (the
 	// checkpoint keeps the claim's status); nil if it kept none.
 	Allocation *resourceapi.AllocationResult
+	// Devices are the devices it was prepared with (none while
+	// PrepareStarted: the reference driver records them at completion).
+	Devices []Device
 	// Mig lists the MIG devices it holds.
 	Mig []MigDevice
+	// MPSDaemons are the IDs of the MPS control daemons started for it
+	// (sharing.go, GetMpsControlDaemonID: "<claim UID>-<hash>").
+	MPSDaemons []string
 }
 
-// String names the claim for a person.
+// Completed reports whether the reference driver told the kubelet the
+// claim is prepared.
+func (c Claim) Completed() bool { return c.State == StateCompleted }
+
+// String names the claim for a person: namespace/name where the
+// checkpoint has them, the UID otherwise.
 func (c Claim) String() string {
 	if c.Name == "" {
 		return "uid " + c.UID
 	}
 	return c.Namespace + "/" + c.Name
 }
+
+// StateCompleted is ClaimCheckpointStatePrepareCompleted (checkpointv.go).
+const StateCompleted = "PrepareCompleted"
 
 // Checkpoint is what the reference driver's checkpoint file says.
 type Checkpoint struct {
@@ -151,21 +209,43 @@ func ReadCheckpoint(pluginDir string) (*Checkpoint, error) {
 		return nil, fmt.Errorf("%s has neither \"v1\" nor \"v2\": not NVIDIA's reference driver's checkpoint format", path)
 	}
 	for uid, pc := range claims {
-		c := Claim{UID: uid, Namespace: pc.Namespace, Name: pc.Name, State: pc.CheckpointState, Allocation: pc.Status.Allocation}
-		if c.State == "" {
-			c.State = "PrepareCompleted" // v1 knows prepared claims only
-		}
-		for _, g := range pc.PreparedDevices {
-			for _, d := range g.Devices {
-				if d.Mig != nil && d.Mig.Concrete != nil {
-					c.Mig = append(c.Mig, *d.Mig.Concrete)
-				}
-			}
-		}
-		cp.Claims = append(cp.Claims, c)
+		cp.Claims = append(cp.Claims, pc.claim(uid))
 	}
 	sort.Slice(cp.Claims, func(i, j int) bool { return cp.Claims[i].UID < cp.Claims[j].UID })
 	return cp, nil
+}
+
+func (pc preparedClaim) claim(uid string) Claim {
+	c := Claim{UID: uid, Namespace: pc.Namespace, Name: pc.Name, State: pc.CheckpointState, Allocation: pc.Status.Allocation}
+	if c.State == "" {
+		c.State = StateCompleted // v1 knows prepared claims only
+	}
+	for _, g := range pc.PreparedDevices {
+		if g.ConfigState.MpsControlDaemonID != "" {
+			c.MPSDaemons = append(c.MPSDaemons, g.ConfigState.MpsControlDaemonID)
+		}
+		for _, d := range g.Devices {
+			var dev Device
+			var kd *kubeletDevice
+			switch {
+			case d.Gpu != nil:
+				dev.GPU, kd = d.Gpu.Info.UUID, d.Gpu.Device
+			case d.Mig != nil && d.Mig.Concrete != nil:
+				m := *d.Mig.Concrete
+				dev.GPU, dev.Mig, kd = m.ParentUUID, &m, d.Mig.Device
+				c.Mig = append(c.Mig, m)
+			case d.Vfio != nil:
+				dev.GPU, dev.Vfio, kd = d.Vfio.Info.UUID, true, d.Vfio.Device
+			default:
+				continue
+			}
+			if kd != nil {
+				dev.Requests, dev.Pool, dev.Name, dev.CDIDeviceIDs = kd.Requests, kd.PoolName, kd.DeviceName, kd.CDIDeviceIDs
+			}
+			c.Devices = append(c.Devices, dev)
+		}
+	}
+	return c
 }
 
 // Rename moves the checkpoint to <name>.migrated, replacing an older one.

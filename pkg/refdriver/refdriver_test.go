@@ -11,14 +11,8 @@ import (
 	"testing"
 )
 
-// The fixtures in testdata are written by hand in the reference driver's
-// format as its MarshalCheckpoint writes it (cmd/gpu-kubelet-plugin/
-// checkpoint.go, checkpointv.go, prepared.go, mig.go at commit 2240711):
-// checkpoint.json both versions, as current releases write (v1 holds only
-// the claims in PrepareCompleted), checkpoint-v1.json v1 alone, as
-// releases before v2 wrote. The checksums are not valid: nothing here
-// verifies them (a listed claim counts even in a file the reference
-// driver would call corrupt).
+// The fixtures in testdata are what NVIDIA's plugin writes, read from
+// its source at a named commit: see testdata/README.md.
 
 // copyFixture puts a testdata file into a new plugin dir as checkpoint.json.
 func copyFixture(t *testing.T, name string) string {
@@ -34,6 +28,10 @@ func copyFixture(t *testing.T, name string) string {
 	return dir
 }
 
+// TestReadCheckpointV2 reads v1 and v2 side by side. The prepared claims
+// have no name (NVIDIA's plugin records none for them): they are named by
+// UID. Before issue 51 they were taken for unnamed v1 claims only in a v1
+// file; reading devices and MPS daemons is new.
 func TestReadCheckpointV2(t *testing.T) {
 	cp, err := ReadCheckpoint(copyFixture(t, "checkpoint.json"))
 	if err != nil {
@@ -46,21 +44,85 @@ func TestReadCheckpointV2(t *testing.T) {
 	for _, c := range cp.Claims {
 		got = append(got, c.String()+" "+c.State)
 	}
-	// v2 is read, not v1: ref-c (PrepareStarted) is only in v2, and its
-	// begun prepare may have made a MIG device already.
-	want := []string{"default/ref-a PrepareCompleted", "default/ref-b PrepareCompleted", "default/ref-c PrepareStarted"}
+	// v2 is read, not v1: ref-c (PrepareStarted) is only in v2.
+	want := []string{
+		"uid 5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0a01 PrepareCompleted",
+		"uid 5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0a02 PrepareCompleted",
+		"default/ref-c PrepareStarted",
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("claims %v, want %v", got, want)
 	}
 	a := cp.Claims[0]
-	if a.UID != "5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0a01" || len(a.Mig) != 1 || a.Mig[0].GIID != 9 || a.Mig[0].ParentUUID != "GPU-00000000-0000-0000-0000-000000000000" || !strings.HasPrefix(a.Mig[0].UUID, "MIG-") {
-		t.Errorf("claim ref-a: %+v", a)
+	if len(a.Mig) != 1 || a.Mig[0].GIID != 9 || a.Mig[0].ParentUUID != "GPU-00000000-0000-0000-0000-000000000000" || !strings.HasPrefix(a.Mig[0].UUID, "MIG-") {
+		t.Errorf("claim a's MIG devices: %+v", a.Mig)
+	}
+	if len(a.Devices) != 1 || a.Devices[0].Name != "gpu-0-mig-1g10gb-19-0" || a.Devices[0].Mig == nil || a.Devices[0].GPU != a.Mig[0].ParentUUID ||
+		!reflect.DeepEqual(a.Devices[0].CDIDeviceIDs, []string{"k8s.gpu.nvidia.com/claim=5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0a01-gpu-0-mig-1g10gb-19-0"}) {
+		t.Errorf("claim a's devices: %+v", a.Devices)
 	}
 	if a.Allocation == nil || a.Allocation.Devices.Results[0].Device != "gpu-0-mig-1g10gb-19-0" {
-		t.Errorf("ref-a's allocation: %+v", a.Allocation)
+		t.Errorf("claim a's allocation: %+v", a.Allocation)
 	}
-	if len(cp.Claims[1].Mig) != 0 {
-		t.Errorf("a whole GPU's claim lists MIG devices: %+v", cp.Claims[1].Mig)
+	b := cp.Claims[1]
+	if len(b.Mig) != 0 || len(b.Devices) != 1 || b.Devices[0].GPU != "GPU-00000000-0000-0000-0000-000000000001" || b.Devices[0].Name != "gpu-1" || b.Devices[0].Pool != "n1" {
+		t.Errorf("a whole GPU's claim: %+v", b)
+	}
+	if c := cp.Claims[2]; c.Completed() || len(c.Devices) != 0 {
+		t.Errorf("a begun prepare: %+v", c)
+	}
+}
+
+// TestReadMPSDaemon: the MPS daemon ID of a group's configState is read,
+// and names the reference driver's Deployment and directory.
+func TestReadMPSDaemon(t *testing.T) {
+	dir := t.TempDir()
+	data := `{"checksum":1,"v2":{"checksum":2,"nodeBootID":"b","preparedClaims":{"u1":{"checkpointState":"PrepareCompleted","status":{},"preparedDevices":[{"devices":[{"gpu":{"info":{"uuid":"GPU-1"},"device":{"Requests":["r"],"PoolName":"n1","DeviceName":"gpu-0","CDIDeviceIDs":null}},"mig":null}],"configState":{"mpsControlDaemonID":"u1-3f2a1"}}]}}}}`
+	if err := os.WriteFile(filepath.Join(dir, CheckpointFile), []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := ReadCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cp.Claims) != 1 || !reflect.DeepEqual(cp.Claims[0].MPSDaemons, []string{"u1-3f2a1"}) {
+		t.Fatalf("claims %+v", cp.Claims)
+	}
+	if MPSDeployment("u1-3f2a1") != "mps-control-daemon-u1-3f2a1" || MPSDir("/p", "u1-3f2a1") != "/p/mps/u1-3f2a1" {
+		t.Errorf("MPS names %q %q", MPSDeployment("u1-3f2a1"), MPSDir("/p", "u1-3f2a1"))
+	}
+}
+
+// TestReleased: the released list survives a restart, and Finish renames
+// the checkpoint and removes it.
+func TestReleased(t *testing.T) {
+	dir := copyFixture(t, "checkpoint.json")
+	if got, err := Released(dir); err != nil || len(got) != 0 {
+		t.Fatalf("none released: %v, %v", got, err)
+	}
+	if err := WriteReleased(dir, map[string]bool{"a": true, "b": true}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Released(dir); err != nil || !reflect.DeepEqual(got, map[string]bool{"a": true, "b": true}) {
+		t.Fatalf("released %v, %v", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ReleasedFile), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Released(dir); err == nil || !strings.Contains(err.Error(), ReleasedFile) || !strings.Contains(err.Error(), "remove it") {
+		t.Errorf("damaged list: %v, want an error naming the file and the fix", err)
+	}
+	cp, err := ReadCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{CheckpointFile: false, ReleasedFile: false, CheckpointFile + MigratedSuffix: true} {
+		if _, err := os.Stat(filepath.Join(dir, name)); (err == nil) != want {
+			t.Errorf("%s exists: %v, want %v", name, err == nil, want)
+		}
 	}
 }
 
