@@ -69,11 +69,12 @@ type Config struct {
 	// NoDeviceMetadata leaves out the device metadata files that are
 	// otherwise mounted into containers (metadata.go).
 	NoDeviceMetadata bool
-	// ReferenceWait is told, while start waits for claims that NVIDIA's
-	// reference driver prepared on the node (reference.go), why: /readyz
-	// says it. "" when the wait is over. Optional.
+	// ReferenceWait is told, while start waits for a checkpoint of
+	// NVIDIA's reference driver that it cannot read (reference.go), why:
+	// /readyz says it. "" when the wait is over. Optional.
 	ReferenceWait func(msg string)
-	// ReferencePoll is how often that wait looks again;
+	// ReferencePoll is how often that wait looks again, and how often
+	// the reference driver's held claims are looked up in the API;
 	// DefaultReferencePoll when zero.
 	ReferencePoll time.Duration
 }
@@ -86,6 +87,8 @@ type Driver struct {
 	health *health.Monitor
 	status *devicestatus.Writer
 	meta   *deviceMetadata
+	// ref holds the claims NVIDIA's reference driver left (reference.go).
+	ref *referenceTakeover
 	// gpus is every GPU the node publishes: NVML's, and those records
 	// hand to a VM, which NVML does not see while they are away.
 	gpus *nvdev.Inventory
@@ -110,8 +113,9 @@ var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
 // leaves everything that needs the API server (publishing slices, removing
 // claims deleted meanwhile, reporting) to the background: a node that
 // boots while the API server is away serves its prepared claims at once.
-// First, while NVIDIA's reference driver still has claims prepared on the
-// node, it waits (reference.go) and returns ctx's error if ctx ends then.
+// First it takes over the claims NVIDIA's reference driver left prepared
+// on the node (reference.go); only a checkpoint of it that cannot be read
+// makes it wait, returning ctx's error if ctx ends then.
 func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	logger := klog.FromContext(ctx)
 	if cfg.Metrics == nil {
@@ -120,8 +124,10 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.Health.TaintEffect == "" {
 		cfg.Health.TaintEffect = resourceapi.DeviceTaintEffectNoSchedule
 	}
-	// Before anything is read, swept or published.
-	if err := waitForReferenceDriver(ctx, cfg); err != nil {
+	// Before anything is read, swept or published: the claims NVIDIA's
+	// reference driver left prepared (reference.go).
+	ref, err := readReference(ctx, cfg)
+	if err != nil {
 		return nil, err
 	}
 	// Another instance of the plugin may still serve this node (rolling
@@ -152,6 +158,9 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, err
 	}
 	book := ledger.New(store)
+	if ref != nil {
+		ref.hold(book, cfg.Backend.Inventory, cfg.Publish.DynamicMIG)
+	}
 	specs, _ := writer.List() // RecoverLocal reports what it cannot read
 	records := tableRecords(book, specs)
 	// The GPUs a VM holds are not in NVML's inventory; the checks and
@@ -182,7 +191,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
 	}
 	devices, watched := allocatable(cfg.NodeName, table)
-	d := &Driver{cfg: cfg, meta: newDeviceMetadata(cfg.Backend.Inventory, table), gpus: withVMs}
+	d := &Driver{cfg: cfg, meta: newDeviceMetadata(cfg.Backend.Inventory, table), gpus: withVMs, ref: ref}
 	d.health = d.newMonitor(watched, book)
 	d.status = devicestatus.New(ctx, cmp.Or(cfg.StatusClient, cfg.Client), cfg.DriverName, devicestatus.Options{Records: book, Health: d.deviceCondition})
 	d.state = prepare.New(prepare.Config{
@@ -248,6 +257,9 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("start kubelet plugin: %w", err)
 	}
 	cfg.Metrics.ObserveRegistration(d.Registered)
+	if ref != nil {
+		ref.start(ctx)
+	}
 	go d.state.SuperviseSharing(ctx, 5*time.Second)
 	healthCtx, stopHealth := context.WithCancel(ctx)
 	d.stopHealth, d.healthDone = stopHealth, make(chan struct{})
@@ -298,6 +310,10 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	}
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, claim := range claims {
+		if devices, ok := d.ref.prepare(claim); ok {
+			out[claim.UID] = kubeletplugin.PrepareResult{Devices: devices}
+			continue
+		}
 		start := time.Now()
 		devices, err := d.state.Prepare(ctx, claim)
 		d.cfg.Metrics.PrepareDuration.Observe(time.Since(start).Seconds())
@@ -317,6 +333,10 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	d.calls.Add(1)
 	out := make(map[types.UID]error, len(claims))
 	for _, claim := range claims {
+		if ok, err := d.ref.unprepare(ctx, claim); ok {
+			out[claim.UID] = err
+			continue
+		}
 		start := time.Now()
 		err := d.state.Unprepare(ctx, claim)
 		d.cfg.Metrics.UnprepareDuration.Observe(time.Since(start).Seconds())

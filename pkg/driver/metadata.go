@@ -198,7 +198,8 @@ func (d *Driver) sweepMetadata(ctx context.Context) int {
 		if !ok {
 			continue // not a spec the helper wrote: leave it
 		}
-		if _, held := book.Get(uid); held || book.Newer(uid) {
+		_, foreign := book.Foreign(uid) // NVIDIA's reference driver's (reference.go)
+		if _, held := book.Get(uid); held || book.Newer(uid) || foreign {
 			for _, dir := range claimDirs {
 				keep[dir] = true
 			}
