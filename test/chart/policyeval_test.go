@@ -89,9 +89,13 @@ func evalCEL(t *testing.T, env *cel.Env, expr string, act map[string]any) (ref.V
 func admit(t *testing.T, policy admissionv1.ValidatingAdmissionPolicy, req admissionRequest) (matched bool, denials []string) {
 	t.Helper()
 	env := policyEnv(t)
-	extra := map[string]any{}
+	// A token without a node has no extra at all (a legacy Secret token,
+	// a TokenRequest not bound to a pod): the API server's userInfo then
+	// lacks the key, and a policy must refuse it by intent, not by an
+	// evaluation error.
+	userInfo := map[string]any{"username": req.username}
 	if req.nodeName != "" {
-		extra["authentication.kubernetes.io/node-name"] = []any{req.nodeName}
+		userInfo["extra"] = map[string]any{"authentication.kubernetes.io/node-name": []any{req.nodeName}}
 	}
 	vars := map[string]any{}
 	act := map[string]any{
@@ -99,7 +103,7 @@ func admit(t *testing.T, policy admissionv1.ValidatingAdmissionPolicy, req admis
 		"oldObject": toMap(t, req.oldObject),
 		"request": map[string]any{
 			"operation": req.operation,
-			"userInfo":  map[string]any{"username": req.username, "extra": extra},
+			"userInfo":  userInfo,
 		},
 		"variables": vars,
 	}

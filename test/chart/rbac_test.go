@@ -215,5 +215,5 @@ func TestChartEventsPolicyPinsEventsToTheOwnNode(t *testing.T) {
 		requireDenied(t, "event on "+bad.ev.InvolvedObject.Kind+" "+bad.ev.InvolvedObject.Name, matched, denials, bad.want)
 	}
 	matched, denials := admit(t, policy, admissionRequest{operation: "CREATE", username: pluginUser, object: event("Node", ownNode, "default", ownNode)})
-	requireDenied(t, "event from a token without a node", matched, denials, "no node is associated")
+	requireDenied(t, "event from a token without a node", matched, denials, "this token carries no node")
 }
