@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/version"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/webhook"
 )
 
@@ -53,6 +54,7 @@ func newCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:           "gpu-dra-webhook",
 		Short:         "Validating admission webhook for the GPU DRA driver's opaque configs in ResourceClaims and ResourceClaimTemplates",
+		Version:       version.Get().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,7 +64,7 @@ func newCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.driverName, "driver-name", "gpu.nvidia.com", "DRA driver whose opaque configs are checked; configs of other drivers pass untouched.")
+	cmd.PersistentFlags().StringVar(&o.driverName, "driver-name", "gpu.nvidia.com", "DRA driver whose opaque configs are checked (and whose devices' taints are explained); configs of other drivers pass untouched.")
 	f.StringVar(&o.listen, "listen", ":9443", "HTTPS address for /validate, /healthz and /readyz.")
 	f.StringVar(&o.certFile, "tls-cert-file", "/etc/gpu-dra-webhook/tls/tls.crt", "Serving certificate (PEM); reloaded when it changes.")
 	f.StringVar(&o.keyFile, "tls-private-key-file", "/etc/gpu-dra-webhook/tls/tls.key", "Private key of the serving certificate (PEM).")
@@ -70,7 +72,8 @@ func newCommand() *cobra.Command {
 	addExplainFlags(cmd, &o.explain)
 	goflags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(goflags)
-	f.AddGoFlagSet(goflags)
+	cmd.PersistentFlags().AddGoFlagSet(goflags)
+	cmd.AddCommand(newPendingExplainerCommand(&o.driverName))
 	return cmd
 }
 

@@ -403,5 +403,10 @@ func TestChartSlicePolicyChecksDriverAndNode(t *testing.T) {
 		requireDenied(t, op+" of another driver's slice", matched, denials, "spec.driver gpu.example.com, not other.example.com")
 		matched, denials = admit(t, policy, req(slice(testDriver, otherNode)))
 		requireDenied(t, op+" of another node's slice", matched, denials, "may not modify ResourceSlices of node node-b")
+		// Issue 46: its own node's slice in another node's pool.
+		inOtherPool := slice(testDriver, ownNode)
+		inOtherPool.Spec.Pool.Name = otherNode
+		matched, denials = admit(t, policy, req(inOtherPool))
+		requireDenied(t, op+" of a slice in another node's pool", matched, denials, "pool node-a (its node's pool), not node-b")
 	}
 }

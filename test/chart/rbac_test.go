@@ -210,6 +210,19 @@ func TestChartEventsPolicyPinsEventsToTheOwnNode(t *testing.T) {
 		{event("Node", otherNode, "default", ownNode), "reports only on its own Node, not on Node node-b"},
 		{event("Node", otherNode, "default", otherNode), "must have source.host node-a, not node-b"},
 		{event("Secret", "gpu-dra-driver-webhook-tls", "gpu-dra-driver", ownNode), "not on involvedObject.kind Secret"},
+		// Issue 46: an event about its own Node whose related object is
+		// another Node, and one filed in another namespace than its object's.
+		{func() *corev1.Event {
+			e := event("Node", ownNode, "default", ownNode)
+			e.Related = &corev1.ObjectReference{Kind: "Node", Name: otherNode}
+			return e
+		}(), "name no related object, not Node node-b"},
+		{func() *corev1.Event {
+			e := event("Pod", "p", "tenant", ownNode)
+			e.Namespace = "kube-system"
+			return e
+		}(), "belongs in namespace tenant, not kube-system"},
+		{event("Node", ownNode, "kube-system", ownNode), "belongs in namespace default, not kube-system"},
 	} {
 		matched, denials := admit(t, policy, admissionRequest{operation: "CREATE", username: pluginUser, nodeName: ownNode, object: bad.ev})
 		requireDenied(t, "event on "+bad.ev.InvolvedObject.Kind+" "+bad.ev.InvolvedObject.Name, matched, denials, bad.want)
