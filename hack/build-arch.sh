@@ -32,8 +32,9 @@ if [ "$arch" != "$host" ]; then
 fi
 export GOOS=linux GOARCH=$arch
 export CGO_CFLAGS=${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}
-# Same flags as the image's binaries (hack/cluster/images.sh, Dockerfile).
-flags=(-trimpath -ldflags "-s -w")
+# Same flags as the image's binaries (hack/cluster/images.sh, Dockerfile),
+# with the version they report (hack/version.sh; $VERSION from make release).
+flags=(-trimpath -ldflags "-s -w $(hack/version.sh ldflags "${VERSION:-}")")
 
 [ -z "$cc" ] || export CC=$cc
 

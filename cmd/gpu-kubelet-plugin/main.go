@@ -30,6 +30,7 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/version"
 )
 
 // portBusyGrace is how long the metrics and probes port may stay taken
@@ -53,6 +54,7 @@ func commandFor(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:           "gpu-kubelet-plugin",
 		Short:         "Kubernetes DRA kubelet plugin for NVIDIA GPUs",
+		Version:       version.Get().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -145,6 +147,9 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	logger := klog.FromContext(ctx)
+	// First, so that every bug report's log names its build.
+	bi := version.Get()
+	logger.Info("GPU kubelet plugin starting", "version", bi.Version, "commit", bi.Commit, "date", bi.Date, "go", bi.GoVersion, "platform", bi.Platform)
 	strategies, err := parseStrategies(o.strategies)
 	if err != nil {
 		return err

@@ -36,5 +36,6 @@ func newRoot(prog string) *cobra.Command {
 	root := opcmd.NewRoot(prog, "Development tools for the GPU DRA driver, and the operator's commands of kubectl-gpu")
 	root.AddCommand(newDemoCommand(), newSmokeCommand(), newMigPackingCommand(), newSimulateRebootCommand(), newSimulateAdminMigCommand())
 	root.AddCommand(opcmd.Commands(prog)...)
+	opcmd.AddVersion(root, prog)
 	return root
 }

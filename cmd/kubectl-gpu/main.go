@@ -29,5 +29,6 @@ func main() {
 func newRoot(prog string) *cobra.Command {
 	root := opcmd.NewRoot(prog, "The GPU DRA driver's view of the fleet: usage, capacity, diagnose")
 	root.AddCommand(opcmd.Commands(prog)...)
+	opcmd.AddVersion(root, prog)
 	return root
 }

@@ -142,11 +142,14 @@ driver_image() {
 
 # driver_rootfs_amd64 REPO DIR
 driver_rootfs_amd64() {
-  local repo=$1 r=$2
+  local repo=$1 r=$2 ldv
+  # The version the binaries report (pkg/version): $VERSION (make release)
+  # or the checkout's (hack/version.sh).
+  ldv=$("$(dirname "$0")/../version.sh" ldflags "${VERSION:-}" "$repo")
   rm -rf "$r"; mkdir -p "$r/usr/bin" "$r/tmp"
-  (cd "$repo" && CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o "$r/usr/bin/gpu-kubelet-plugin" ./cmd/gpu-kubelet-plugin)
+  (cd "$repo" && CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go build -trimpath -tags grpcnotrace -ldflags "-s -w $ldv" -o "$r/usr/bin/gpu-kubelet-plugin" ./cmd/gpu-kubelet-plugin)
   (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$r/usr/bin/nvidia-smi-sim" ./cmd/nvidia-smi-sim)
-  (cd "$repo" && CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go build -trimpath -tags grpcnotrace -ldflags "-s -w" -o "$r/usr/bin/gpu-dra-webhook" ./cmd/gpu-dra-webhook)
+  (cd "$repo" && CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go build -trimpath -tags grpcnotrace -ldflags "-s -w $ldv" -o "$r/usr/bin/gpu-dra-webhook" ./cmd/gpu-dra-webhook)
   # The plugin installs the hook on the host and names it in CDI specs.
   local ctk
   ctk=$(cd "$repo" && go list -m -f '{{.Version}}' github.com/NVIDIA/nvidia-container-toolkit)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics/metricname"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/version"
 )
 
 // Metrics holds the driver's collectors in their own registry. Their names
@@ -68,7 +69,7 @@ func New() *Metrics {
 		Name: metricname.DiscoveryFailedGPUs, Help: "GPUs left out at discovery because NVML could not describe them.",
 	}, func() float64 { return float64(nvdev.FailedGPUsTotal()) })
 	m.Registry.MustRegister(m.PrepareDuration, m.UnprepareDuration, m.Errors, m.DeviceHealthy, m.XIDEvents, discoveryFailures,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo(version.Get()))
 	return m
 }
 

@@ -22,6 +22,9 @@ const (
 	PreparedDevices     = Prefix + "prepared_devices"
 	UnrestoredClaims    = Prefix + "unrestored_claims"
 	KubeletRegistered   = Prefix + "kubelet_registered"
+	// BuildInfo is 1, labelled with the plugin's LabelVersion,
+	// LabelCommit and LabelGoVersion (pkg/version).
+	BuildInfo = Prefix + "build_info"
 
 	// Allocation, per GPU (labels LabelGPU, LabelUUID, LabelModel),
 	// computed from the prepared claims' records at every scrape.
@@ -49,6 +52,10 @@ const (
 	LabelUUID   = "uuid"
 	// LabelXID labels XIDEvents.
 	LabelXID = "xid"
+	// LabelVersion, LabelCommit and LabelGoVersion label BuildInfo.
+	LabelVersion   = "version"
+	LabelCommit    = "commit"
+	LabelGoVersion = "goversion"
 
 	// LabelGPU (the GPU's minor number), LabelUUID and LabelModel (its
 	// product name) label every per-GPU allocation metric.
@@ -92,6 +99,6 @@ var (
 // query against what the plugin exports.
 var All = []string{
 	PrepareDuration, UnprepareDuration, Errors, DeviceHealthy, XIDEvents, DiscoveryFailedGPUs,
-	PreparedDevices, UnrestoredClaims, KubeletRegistered,
+	PreparedDevices, UnrestoredClaims, KubeletRegistered, BuildInfo,
 	GPUState, GPUPreparedClaims, GPUMigSlices, GPUMigSlicesInUse, GPUMemoryBytes, GPUMemoryAllocatedBytes,
 }
