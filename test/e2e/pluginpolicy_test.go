@@ -257,7 +257,7 @@ func TestPluginTokenConfinedByPolicy(t *testing.T) {
 			Spec: resourceapi.ResourceSliceSpec{
 				Driver:   driver,
 				NodeName: ptr.To(node),
-				Pool:     resourceapi.ResourcePool{Name: node + "-policy-probe", ResourceSliceCount: 1},
+				Pool:     resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1},
 				Devices:  []resourceapi.Device{{Name: "gpu-0"}},
 			},
 		}
