@@ -59,7 +59,9 @@ func TestChartExplainerEventsPolicy(t *testing.T) {
 		{"PodOfAnotherNamespace", func(e *eventsv1.Event) { e.Regarding.Namespace = "kube-system" }, "in the Pod's namespace"},
 		{"OtherController", func(e *eventsv1.Event) { e.ReportingController = "kubelet" }, "from gpu.nvidia.com/pending-explainer"},
 		{"OtherReason", func(e *eventsv1.Event) { e.Reason = "Evicted" }, "Warning DeviceTaintsBlockScheduling"},
-		{"RelatedNode", func(e *eventsv1.Event) { e.Related = &corev1.ObjectReference{Kind: "Node", Name: "node-b", APIVersion: "v1"} }, "relate only to a ResourceSlice"},
+		{"RelatedNode", func(e *eventsv1.Event) {
+			e.Related = &corev1.ObjectReference{Kind: "Node", Name: "node-b", APIVersion: "v1"}
+		}, "relate only to a ResourceSlice"},
 	}
 	for _, a := range attacks {
 		e := own()

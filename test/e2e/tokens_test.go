@@ -150,9 +150,9 @@ func TestStolenTokensIssue46(t *testing.T) {
 	})
 
 	spoof := &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{GenerateName: "spoof.", Namespace: "kube-system"},
-		Regarding:           corev1.ObjectReference{Kind: "Node", Name: node + "-other", APIVersion: "v1"},
-		Reason:              "NodeNotReady", Action: "Status", Type: corev1.EventTypeWarning, Note: "spoofed",
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "spoof.", Namespace: "kube-system"},
+		Regarding:  corev1.ObjectReference{Kind: "Node", Name: node + "-other", APIVersion: "v1"},
+		Reason:     "NodeNotReady", Action: "Status", Type: corev1.EventTypeWarning, Note: "spoofed",
 		ReportingController: "kubelet", ReportingInstance: node, EventTime: metav1.NowMicro(),
 	}
 	t.Run("WebhookToken/RefusesSpoofedKubeletEvent", func(t *testing.T) {
