@@ -221,7 +221,9 @@ current-context: bench
 		"--service-account-key-file=" + filepath.Join(cfg.dir, "sa.key"),
 		"--service-account-signing-key-file=" + filepath.Join(cfg.dir, "sa.key"),
 		"--service-cluster-ip-range=10.0.0.0/24",
-		"--runtime-config=scheduling.k8s.io/v1beta1=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true",
+		// What Kubernetes 1.38 serves: resource.k8s.io/v1beta1 and v1beta2
+		// off (1.38 stops serving v1beta1), as hack/cluster/cluster.sh.
+		"--runtime-config=scheduling.k8s.io/v1beta1=true,resource.k8s.io/v1beta1=false,resource.k8s.io/v1beta2=false,resource.k8s.io/v1alpha3=true",
 		"--feature-gates=" + cfg.gates,
 	}, filepath.Join(cfg.dir, "kube-apiserver.log"))
 	if err != nil {

@@ -2,7 +2,9 @@
 # Builds (once per version, cached) everything the local cluster runs:
 # etcd, containerd, Kubernetes server binaries and kubectl, helm; and installs
 # the Debian packages the node needs; `build.sh kueue` builds Kueue for its
-# e2e. Safe to re-run: cached parts are skipped.
+# e2e; `build.sh kubernetes` only the Kubernetes binaries of $K8S_VERSION
+# (K8S_VERSION=1.36.5 for the oldest supported minor, hack/e2e-oldest.sh).
+# Safe to re-run: cached parts are skipped.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -106,8 +108,9 @@ main() {
   case "${1:-all}" in
     helm) build_helm ;;
     kueue) build_kueue ;;
+    kubernetes) build_kubernetes ;;
     all) apt_deps; build_helm; build_etcd; build_containerd; build_kubernetes ;;
-    *) die "usage: $0 [all|helm|kueue]" ;;
+    *) die "usage: $0 [all|helm|kueue|kubernetes]" ;;
   esac
   say "cluster binaries ready in $CACHE/bin ($(since "$s")s)"
 }

@@ -15,7 +15,33 @@ source "$(dirname "$0")/lib.sh"
 # cluster lock (fd 9) that demo/e2e/chaos hold, or it would never be released.
 exec 9>&-
 export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK
-DRA_GATES=${DRA_GATES:-GenericWorkload=true,DRAWorkloadResourceClaims=true,DRAResourcePoolStatus=true,DRAListTypeAttributes=true,DRADerivedAttributes=true,DRANodeAllocatableResources=true,DRAPartitionableDevicesType=true,DRADeviceCompatibilityGroups=true,DRAOptionalNodeOperations=true}
+# Alpha DRA gates of 1.37 turned on for the tests that use them. Never
+# DynamicResourceAllocation: GA and locked since 1.34, and 1.38 removes it
+# (naming it is then a start-up error). DRA_GATES= (empty) runs Kubernetes'
+# own defaults, as hack/e2e-oldest.sh does on 1.36, which knows none of
+# these alpha names.
+DRA_GATES=${DRA_GATES-GenericWorkload=true,DRAWorkloadResourceClaims=true,DRAResourcePoolStatus=true,DRAListTypeAttributes=true,DRADerivedAttributes=true,DRANodeAllocatableResources=true,DRAPartitionableDevicesType=true,DRADeviceCompatibilityGroups=true,DRAOptionalNodeOperations=true}
+# API versions: what 1.38 serves. resource.k8s.io/v1beta1 and v1beta2 are
+# off (1.37 and 1.36 leave them off by default too:
+# pkg/controlplane/instance.go betaAPIGroupVersionsDisabledByDefault; 1.38
+# stops serving v1beta1, 1.39 v1beta2), said explicitly so that nothing
+# here depends on them unnoticed. GPU_DRA_OLD_RESOURCE_APIS=1 turns both
+# on, for clients that still read them: dcgm-exporter's releases whose
+# DRA mode lists ResourceSlices as v1beta1 (docs/monitoring.md).
+# scheduling.k8s.io/v1beta1 is for GenericWorkload, resource.k8s.io/v1alpha3
+# for DRAResourcePoolStatus (ResourcePoolStatusRequests), both alpha gates
+# above; RUNTIME_CONFIG= (empty, with DRA_GATES=) serves only the defaults.
+RUNTIME_CONFIG=${RUNTIME_CONFIG-scheduling.k8s.io/v1beta1=true,resource.k8s.io/v1alpha3=true}
+if [ "${GPU_DRA_OLD_RESOURCE_APIS:-}" = 1 ]; then
+  RUNTIME_CONFIG=${RUNTIME_CONFIG:+$RUNTIME_CONFIG,}resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true
+else
+  RUNTIME_CONFIG=${RUNTIME_CONFIG:+$RUNTIME_CONFIG,}resource.k8s.io/v1beta1=false,resource.k8s.io/v1beta2=false
+fi
+# What a running cluster was started with: `up` restarts a cluster that
+# runs another version, other gates or other API versions, so a script
+# never runs its tests on a cluster started for another one (e2e-oldest's
+# 1.36, or the old APIs on).
+WANT="k8s=v$K8S_VERSION gates=$DRA_GATES runtime-config=$RUNTIME_CONFIG"
 COMPONENTS="etcd kube-apiserver kube-scheduler kube-controller-manager containerd kubelet"
 
 running() { local p; p=$(cat "$PIDS/$1" 2>/dev/null) && kill -0 "$p" 2>/dev/null; }
@@ -129,9 +155,13 @@ KUBELET
 up() {
   for c in etcd kube-apiserver kubelet; do [ -x "$(command -v $c)" ] || die "$c is not built; run hack/cluster/build.sh"; done
   if running kubelet && kubectl get --raw /readyz >/dev/null 2>&1; then
-    say "cluster already running; kubeconfig: $KUBECONFIG_PATH"; return 0
+    local have; have=$(cat "$CLUSTER/started-with" 2>/dev/null)
+    if [ "$have" = "$WANT" ]; then
+      say "cluster already running ($WANT); kubeconfig: $KUBECONFIG_PATH"; return 0
+    fi
+    say "cluster runs with ${have:-unrecorded settings}; restarting it with $WANT"
   fi
-  if [ -d "$CLUSTER/etcd-data" ] || [ -d "$KUBELET_DIR" ]; then
+  if running kubelet || running kube-apiserver || [ -d "$CLUSTER/etcd-data" ] || [ -d "$KUBELET_DIR" ]; then
     # Left over from a cluster that was not taken down (a killed session,
     # a reboot): clean it so this start is a fresh one.
     say "cleaning up after a cluster that was not taken down"
@@ -152,7 +182,7 @@ up() {
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local --service-cluster-ip-range=10.0.0.0/24 \
     --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction --allow-privileged=true \
-    --runtime-config=scheduling.k8s.io/v1beta1=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true,resource.k8s.io/v1alpha3=true \
+    --runtime-config="$RUNTIME_CONFIG" \
     --feature-gates="$DRA_GATES" \
     --enable-aggregator-routing=true
   # No kube-proxy here, so no Service's ClusterIP answers. With aggregator
@@ -180,7 +210,8 @@ up() {
     --kubeconfig="$PKI/kubelet.kubeconfig" --root-dir="$KUBELET_DIR"
   wait_for "node $NODE Ready" 120 sh -c "kubectl get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -q True" || fail kubelet
   wait_for "ServiceAccount default" 60 kubectl get sa default || fail kube-controller-manager
-  say "cluster up in $(since "$t0")s; kubeconfig: $KUBECONFIG_PATH"
+  echo "$WANT" > "$CLUSTER/started-with"
+  say "cluster up in $(since "$t0")s ($WANT); kubeconfig: $KUBECONFIG_PATH"
 }
 
 stop() {
@@ -217,7 +248,7 @@ down() {
   rm -rf /var/lib/cni/networks/gpudrapods /var/run/cdi/k8s.gpu.nvidia.com-* /var/run/cdi/.k8s.gpu.nvidia.com-staging
   pgrep -x containerd >/dev/null || { rm -rf /run/containerd/runc/k8s.io /run/containerd/s /run/containerd/fifo; rmdir /run/containerd/runc /run/containerd 2>/dev/null; }
   # State goes too, so the next up starts clean; binaries and images stay cached.
-  rm -rf "$CLUSTER/etcd-data" "$CLUSTER/var" "$CLUSTER/run" "$CLUSTER/etc" "$KUBELET_DIR"
+  rm -rf "$CLUSTER/etcd-data" "$CLUSTER/var" "$CLUSTER/run" "$CLUSTER/etc" "$KUBELET_DIR" "$CLUSTER/started-with"
   say "cluster down in $(since "$t0")s"
 }
 
@@ -225,6 +256,7 @@ status() {
   local c; for c in $COMPONENTS; do
     if running "$c"; then echo "$c: running (log $LOGS/$c.log)"; else echo "$c: stopped"; fi
   done
+  echo "started with: $(cat "$CLUSTER/started-with" 2>/dev/null || echo unknown)"
   echo "kubeconfig: $KUBECONFIG_PATH"
 }
 

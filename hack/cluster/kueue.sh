@@ -73,6 +73,10 @@ internalCertManagement: {enable: true}
 manageJobsWithoutQueueName: false
 integrations: {frameworks: [batch/job]}
 # VisibilityOnDemand would serve an aggregated API on port 8082; unused here.
+# DynamicResourceAllocation is Kueue's own gate (v0.17.0
+# pkg/features/kube_features.go: alpha, off by default; DRA quota needs it),
+# not the Kubernetes gate of that name, which 1.38 removes and which
+# nothing here sets.
 featureGates: {DynamicResourceAllocation: true, VisibilityOnDemand: false}
 CFG
   if [ -n "${1:-}" ]; then

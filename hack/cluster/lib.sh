@@ -6,7 +6,8 @@ ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 # Kueue, for the Kueue e2e only (hack/cluster/kueue.sh): its DRA quota
-# (resources.deviceClassMappings, feature gate DynamicResourceAllocation)
+# (resources.deviceClassMappings, Kueue's own feature gate
+# DynamicResourceAllocation, not the Kubernetes gate 1.38 removes)
 # counts the devices of resource.k8s.io/v1 claim templates per class
 # (v0.17.0, pkg/dra/claims.go countDevicesPerClass).
 KUEUE_VERSION=${KUEUE_VERSION:-v0.17.0}
