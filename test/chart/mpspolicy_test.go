@@ -41,6 +41,8 @@ var policyModes = []policyMode{
 	{"SimulatedFiles", []string{"simulate.profile=h100x8", "kubeletDir=/var/lib/k0s/kubelet"}},
 	{"SimulatedDevices", []string{"simulate.profile=h100x8", "simulate.nodeMode=devices", "driverRoot=/opt/nvidia-root"}},
 	{"RealGPUs", nil},
+	// The GPU Operator's driver tree, a root of its own.
+	{"RealGPUsOwnDriverTree", []string{"driverRoot=/run/nvidia/driver"}},
 }
 
 // daemonPod is the pod the plugin deployed with set would create on
@@ -173,7 +175,7 @@ func TestChartMPSPolicyRefusesEachAttack(t *testing.T) {
 		{name: "AnotherNode", mutate: func(p *corev1.Pod, _ string) { p.Spec.NodeName = otherNode }, want: "spec.nodeName node-a, not node-b"},
 		{name: "NoNodeName", mutate: func(p *corev1.Pod, _ string) { p.Spec.NodeName = "" }, want: "not an empty spec.nodeName"},
 		{name: "NotADaemonPod", mutate: func(p *corev1.Pod, _ string) { p.Labels = map[string]string{"app": "x"} }, want: "app.kubernetes.io/component=mps-control-daemon"},
-		{name: "Privileged", mutate: ctr(func(c *corev1.Container) { c.SecurityContext.Privileged = ptr.To(true) }), want: "spec.containers[0].securityContext differ", skip: "RealGPUs SimulatedDevices"},
+		{name: "Privileged", mutate: ctr(func(c *corev1.Container) { c.SecurityContext.Privileged = ptr.To(true) }), want: "spec.containers[0].securityContext differ", skip: "RealGPUs RealGPUsOwnDriverTree SimulatedDevices"},
 		{name: "CapabilityAdded", mutate: ctr(func(c *corev1.Container) {
 			c.SecurityContext.Capabilities = &corev1.Capabilities{Add: []corev1.Capability{"SYS_PTRACE"}}
 		}), want: "spec.containers[0].securityContext differ"},
