@@ -136,6 +136,10 @@ demo-offline: build ## Same story without a cluster: the plugin, the scheduler's
 e2e: ## End-to-end tests on the local cluster (built and started as needed, stopped after)
 	hack/e2e.sh
 
+.PHONY: e2e-oldest
+e2e-oldest: ## The e2e subset on the oldest Kubernetes the chart admits (1.36, built and cached like 1.37), every gate at its default
+	hack/e2e-oldest.sh
+
 # CHAOS_ROUNDS from the environment or the command line (make chaos CHAOS_ROUNDS=10); 3 when unset.
 chaos: ## Churn-and-kill on the local cluster: claim mix, plugin SIGKILLed in prepare and unprepare, nothing left after
 	hack/chaos.sh
