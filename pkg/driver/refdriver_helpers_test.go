@@ -23,17 +23,37 @@ import (
 )
 
 // referenceNode is a node that NVIDIA's reference driver served until
-// now: its checkpoint (pkg/refdriver's fixture, in its format) in the
-// plugin directory, its claims in the API, its CDI specs, the device
-// metadata the kubelet helper wrote for it, and the MIG devices its
-// claims hold on GPU 0 (ref-a's, and ref-c's, whose prepare began).
+// now: its checkpoint (pkg/refdriver's fixture, what its plugin writes) in
+// the plugin directory, validated in this boot (the kernel's boot ID), its
+// claims in the API, its CDI specs, the device metadata the kubelet helper
+// wrote for it, and the MIG device ref-a holds on GPU 0. The fixture's
+// prepared claims carry no name (NVIDIA's plugin records none): names
+// maps their UIDs to the names the API has.
 type referenceNode struct {
 	in      *inode.Node
 	claims  map[string]refdriver.Claim // by name
 	files   []string                   // every file it left
 	migGPU  string                     // the UUID of GPU 0
+	gpus    []string                   // the UUIDs of the GPUs
 	sim     *simulate.Simulator
 	profile string
+}
+
+// referenceNames are the names of the fixture's claims in the API.
+var referenceNames = map[string]string{
+	"5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0a01": "ref-a", // MIG 1g.10gb on GPU 0
+	"5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0a02": "ref-b", // GPU 1 whole
+	"5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0a03": "ref-c", // prepare begun
+}
+
+// kernelBootID is the boot ID NVIDIA's plugin reads on this machine.
+func kernelBootID(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(DefaultBootIDFile)
+	if err != nil {
+		t.Skipf("no kernel boot ID: %v", err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func newReferenceNode(t *testing.T, profile string) *referenceNode {
@@ -50,38 +70,39 @@ func newReferenceNode(t *testing.T, profile string) *referenceNode {
 		t.Fatal(err)
 	}
 	r.sim, r.migGPU = sim, inv.GPUs[0].UUID
-	g := inv.GPUs[0]
-	prof := profileByName(t, g.MigProfiles, "1g.10gb")
-	for _, start := range []uint32{0, 1} {
-		if _, err := mig.Create(g.Device, mig.Placement{Profile: prof, Start: start, Size: 1}); err != nil {
-			t.Fatal(err)
-		}
+	for _, g := range inv.GPUs {
+		r.gpus = append(r.gpus, g.UUID)
 	}
-	// The checkpoint, validated in this boot (its nodeBootID is the
-	// node's): the reference driver's claims are live.
+	g := inv.GPUs[0]
+	made, err := mig.Create(g.Device, mig.Placement{Profile: profileByName(t, g.MigProfiles, "1g.10gb"), Start: 0, Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	fixture, err := os.ReadFile(filepath.Join("..", "refdriver", "testdata", "checkpoint.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	boot, err := os.ReadFile(sim.BootIDPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fixture = []byte(strings.ReplaceAll(string(fixture), "6a1f0f3e-2b9c-4d0e-8e57-3c1b2a9d8f10", strings.TrimSpace(string(boot))))
+	text := strings.NewReplacer(
+		"6a1f0f3e-2b9c-4d0e-8e57-3c1b2a9d8f10", kernelBootID(t),
+		"GPU-00000000-0000-0000-0000-000000000000", r.gpus[0],
+		"GPU-00000000-0000-0000-0000-000000000001", r.gpus[1],
+		`"giId":9,"ciId":0,"migUUID":"MIG-5d6c1a9e-0f3b-5b8e-9c3e-7a1d2b3c4d01"`, fmt.Sprintf(`"giId":%d,"ciId":%d,"migUUID":%q`, made.GIID, made.CIID, made.UUID),
+	).Replace(string(fixture))
 	pluginDir := r.in.Dir("plugin")
-	r.write(t, filepath.Join(pluginDir, refdriver.CheckpointFile), fixture)
+	r.write(t, filepath.Join(pluginDir, refdriver.CheckpointFile), []byte(text))
 	cp, err := refdriver.ReadCheckpoint(pluginDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range cp.Claims {
+		c.Namespace, c.Name = "default", referenceNames[c.UID]
 		r.claims[c.Name] = c
 		obj := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name, UID: types.UID(c.UID)}}
 		obj.Status.Allocation = c.Allocation
 		if _, err := r.in.Client.ResourceV1().ResourceClaims(c.Namespace).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if c.State != "PrepareCompleted" {
+		if !c.Completed() {
 			continue
 		}
 		// Its CDI spec (cdi.go, CreateClaimSpecFile), shortened.
@@ -125,4 +146,3 @@ func (r *referenceNode) missing() []string {
 	return out
 }
 
-func (r *referenceNode) migDevices() int { return r.sim.MigInstanceCount(r.migGPU) }
