@@ -145,4 +145,3 @@ func (r *referenceNode) missing() []string {
 	}
 	return out
 }
-
