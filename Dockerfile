@@ -25,6 +25,9 @@
 FROM --platform=$BUILDPLATFORM golang:1.26-bookworm AS build
 ARG TARGETARCH
 ARG BUILDARCH
+# The version the binaries report (pkg/version, through hack/version.sh in
+# hack/build-arch.sh); make release's image-push.txt passes it.
+ARG VERSION
 RUN if [ "$TARGETARCH" != "$BUILDARCH" ]; then \
       case "$TARGETARCH" in \
         arm64) pkgs="gcc-aarch64-linux-gnu libc6-dev-arm64-cross" ;; \

@@ -14,7 +14,7 @@ GO_TAGS ?= grpcnotrace
 VERSION ?= $(shell hack/version.sh version)
 VERSION_LDFLAGS = $(shell hack/version.sh ldflags $(VERSION))
 
-.PHONY: help build kubectl-gpu-dist build-arm64 arm64-check gpu-smoke test fuzz chaos-local test-race lint bench bench-packing allocator-patches bench-webhook bench-startup bench-api bench-scale bench-explain demo demo-offline print-slices e2e chaos cluster-up cluster-down image chart-lint clean
+.PHONY: help build release kubectl-gpu-dist build-arm64 arm64-check gpu-smoke test fuzz chaos-local test-race lint bench bench-packing allocator-patches bench-webhook bench-startup bench-api bench-scale bench-explain demo demo-offline print-slices e2e chaos cluster-up cluster-down image chart-lint clean
 
 help: ## Show targets
 	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -155,6 +155,12 @@ cluster-down: ## Stop the local cluster and clean the host paths it used
 # cluster imports (hack/cluster/deploy.sh does that itself); hack/image-check.sh
 # checks the tarball.
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+
+# RELEASE_URL: where the files will be downloaded from (krew manifest, chart
+# index); DIST: another directory than dist/. docs/releasing.md.
+release: ## Every artifact of release VERSION=vX.Y.Z into dist/: multi-arch image archive, chart + index.yaml, kubectl-gpu archives + krew plugin.yaml, SBOMs, SHA256SUMS, notes
+	@case "$(origin VERSION)" in "command line"|environment) ;; *) echo "make release VERSION=vX.Y.Z (the version of CHANGELOG.md's entry and the chart's appVersion)" >&2; exit 2 ;; esac
+	VERSION=$(VERSION) hack/release.sh
 
 image: ## Build the driver image tarball (OCI layout: an index with linux/amd64 and linux/arm64) without a registry
 	hack/cluster/images.sh driver $(CURDIR) dev $(IMAGE_PLATFORMS)
