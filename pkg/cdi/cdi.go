@@ -10,7 +10,9 @@ package cdi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -148,49 +150,51 @@ func (w *Writer) Write(claimUID types.UID, devices []Device, annotations map[str
 	if spec.Version, err = cdispec.MinimumRequiredVersion(spec); err != nil {
 		return fmt.Errorf("CDI spec version: %w", err)
 	}
-	if err := w.clearNonRegular(claimUID); err != nil {
-		return fmt.Errorf("write CDI spec: %w", err)
-	}
 	if err := w.writeSpec(claimUID, spec); err != nil {
 		return fmt.Errorf("write CDI spec: %w", err)
 	}
 	return nil
 }
 
-// writeSpec has the CDI library validate and write the spec into a
-// directory of its own under the driver's staging directory (which CDI
-// readers skip), then renames it into place.
-//
-// The library writes through a temp file named "spec.*.tmp" for every
-// vendor and leaves it behind when the write fails, e.g. on a full CDI
-// directory, where each retry would take whatever space was just freed.
-// In a directory of this write's own, whatever is there after a failure is
-// this write's, and removed with the directory; other claims' writes in
-// flight are in theirs. What a killed plugin left behind is removed at
+// writeSpec writes the spec into a temp file of the driver's staging
+// directory (which CDI readers skip), has the CDI library read and
+// validate that file exactly as a container runtime will, and renames it
+// into place. The temp file is this write's own (created exclusively), so
+// a failed write removes it and nothing else, and other claims' writes in
+// flight are untouched; what a killed plugin left behind is removed at
 // start (RemoveTempFiles).
-func (w *Writer) writeSpec(claimUID types.UID, spec *cdispec.Spec) (err error) {
-	// The staging directory is recreated should anything have removed it.
-	if err := os.MkdirAll(w.stagingDir(), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(w.stagingDir(), string(claimUID)+".")
+//
+// No fsync: the CDI directory is a tmpfs (/var/run/cdi) that a reboot
+// empties, and start-up writes every prepared claim's spec again from its
+// record (pkg/prepare restore). Directories are not made again per write:
+// NewWriter made them, and a write that finds the staging directory gone
+// makes it once more. Only a directory where the spec belongs (it would
+// fail the rename) is cleared, after the rename failed.
+func (w *Writer) writeSpec(claimUID types.UID, spec *cdispec.Spec) error {
+	data, err := json.Marshal(spec)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if rmErr := os.RemoveAll(tmp); rmErr != nil && err == nil {
-			err = rmErr
+	write := func() error {
+		return capfile.WriteAtomicVia(w.stagingDir(), w.SpecPath(claimUID), data, 0o600, false, validate)
+	}
+	err = write()
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(w.stagingDir(), 0o755); err != nil {
+			return err
 		}
-	}()
-	// No auto-refresh: this process only writes; containerd reads.
-	staging, err := cdiapi.NewCache(cdiapi.WithSpecDirs(tmp), cdiapi.WithAutoRefresh(false))
-	if err != nil {
-		return err
+		err = write()
 	}
-	if err := staging.WriteSpec(spec, w.specName(claimUID)); err != nil {
-		return err
+	if err != nil && w.clearNonRegular(claimUID) {
+		err = write()
 	}
-	return os.Rename(filepath.Join(tmp, w.specName(claimUID)), w.SpecPath(claimUID))
+	return err
+}
+
+// validate has the CDI library read a spec file as containerd does.
+func validate(path string) error {
+	_, err := cdiapi.ReadSpec(path, 0)
+	return err
 }
 
 func (w *Writer) stagingDir() string { return filepath.Join(w.dir, "."+w.vendor+"-staging") }
@@ -211,26 +215,32 @@ func (w *Writer) RemoveTempFiles() (int, error) {
 	return len(entries), nil
 }
 
-// Remove deletes the spec of a claim; a missing spec is not an error.
+// Remove deletes the spec of a claim; a missing spec is not an error. A
+// directory where the spec belongs is removed whole.
 func (w *Writer) Remove(claimUID types.UID) error {
-	if err := w.clearNonRegular(claimUID); err != nil {
-		return fmt.Errorf("remove CDI spec: %w", err)
-	}
-	if err := os.Remove(w.SpecPath(claimUID)); err != nil && !os.IsNotExist(err) {
+	err := capfile.Remove(w.SpecPath(claimUID))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if w.clearNonRegular(claimUID) {
+			return nil
+		}
 		return fmt.Errorf("remove CDI spec: %w", err)
 	}
 	return nil
 }
 
-// clearNonRegular removes whatever is not a regular file (a directory, a
-// socket) where a claim's spec belongs: it would fail every write and
-// removal. The path is the driver's own, built from a validated claim UID.
-func (w *Writer) clearNonRegular(claimUID types.UID) error {
-	if st, err := os.Lstat(w.SpecPath(claimUID)); err == nil && !st.Mode().IsRegular() {
-		return os.RemoveAll(w.SpecPath(claimUID))
-	}
-	return nil
+// clearNonRegular removes whatever is not a regular file (a directory)
+// where a claim's spec belongs, which fails every write and removal, and
+// reports whether it removed something. The path is the driver's own,
+// built from a validated claim UID. It is called after a failure only.
+func (w *Writer) clearNonRegular(claimUID types.UID) bool {
+	st, err := os.Lstat(w.SpecPath(claimUID))
+	return err == nil && !st.Mode().IsRegular() && os.RemoveAll(w.SpecPath(claimUID)) == nil
 }
+
+// StagingDir is the driver's own directory in the CDI directory, which
+// CDI readers skip: a temp file of a write into the CDI directory goes
+// there (start-up removes what a killed write left).
+func (w *Writer) StagingDir() string { return w.stagingDir() }
 
 // Annotations returns the annotations of a claim's spec when the spec is
 // on disk, parses, names this driver's kind and has devices. A spec that

@@ -28,8 +28,8 @@ const failedWriteChild = "GPU_DRA_CDI_FAILED_WRITE_CHILD"
 // not touch another claim's write in flight either, and once there is room
 // again the write succeeds.
 //
-// The CDI library's own write fails for real: the file size limit
-// (RLIMIT_FSIZE) lets it create its temp file but not fill it. The limit is
+// The write fails for real: the file size limit (RLIMIT_FSIZE) lets it
+// create its temp file but not fill it. The limit is
 // set in a child process, this same test, so nothing else in the package
 // runs under it.
 func TestFailedWriteLeavesNoTempFile(t *testing.T) {

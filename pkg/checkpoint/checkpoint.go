@@ -164,6 +164,10 @@ type Store struct {
 	// (newer.go). Open fills both; they never change afterwards.
 	newer       map[types.UID]string
 	newerClaims map[types.UID]NewerClaim
+	// stray are claims whose file Open could neither load nor move
+	// aside: on disk, though not in claims. Delete removes those files
+	// too; any other claim absent from claims has no file to remove.
+	stray map[types.UID]bool
 }
 
 // Recovered describes records Open could not use.
@@ -184,7 +188,7 @@ func Open(dir string) (*Store, Recovered, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, rec, fmt.Errorf("create checkpoint dir: %w", err)
 	}
-	s := &Store{dir: dir, claims: map[types.UID]PreparedClaim{}, newer: map[types.UID]string{}, newerClaims: map[types.UID]NewerClaim{}}
+	s := &Store{dir: dir, claims: map[types.UID]PreparedClaim{}, newer: map[types.UID]string{}, newerClaims: map[types.UID]NewerClaim{}, stray: map[types.UID]bool{}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, rec, fmt.Errorf("read checkpoint dir: %w", err)
@@ -217,6 +221,7 @@ func Open(dir string) (*Store, Recovered, error) {
 				// Ignoring it is still better than not starting: the
 				// record is not loaded either way.
 				aside = fmt.Sprintf("%s (could not move it aside: %v)", path, rerr)
+				s.stray[types.UID(strings.TrimSuffix(name, fileSuffix))] = true
 			}
 			rec.MovedAside = append(rec.MovedAside, aside)
 			continue
@@ -302,14 +307,17 @@ func (s *Store) List() []PreparedClaim {
 
 // Put atomically writes a claim's record.
 //
-// PrepareCompleted records are fsynced before the rename. PrepareStarted
-// records are not: they only guard device changes (MIG instances, sharing
-// settings) against a crash of the plugin, for which the page cache
-// suffices, and those changes do not survive a power loss either. Skipping
-// that fsync saves a third of a prepare's disk time. The directory is not
-// fsynced: a record lost to power failure only makes the kubelet prepare
-// the claim again, which is idempotent, and start-up removes anything
-// unrecorded.
+// PrepareCompleted records are fsynced before the rename: the kubelet is
+// told the claim is prepared only once its record would survive a power
+// loss. PrepareStarted records are not: they only guard device changes
+// (MIG instances, sharing settings, a VM's binding) against a crash of the
+// plugin, for which the page cache suffices, and those changes do not
+// survive a power loss either. RestorePending records are written at
+// start, before the kubelet is served, and rewritten by every start until
+// restored. The directory is not fsynced: a record lost to power failure
+// only makes the kubelet prepare the claim again (it prepares every claim
+// again after its own restart), which is idempotent, and start-up removes
+// anything unrecorded. (docs/architecture.md, "Which write protects what".)
 //
 // A claim recorded by a newer driver is refused and its file left as it is.
 func (s *Store) Put(c PreparedClaim) error {
@@ -339,15 +347,28 @@ func (s *Store) Put(c PreparedClaim) error {
 
 // Delete removes a claim's record; deleting a missing record is not an
 // error. A record of a newer format is not deleted: that is an error.
+//
+// A claim the store holds no file of (a prepare that needed no record
+// before its completion and failed, pkg/ledger Begin) is not unlinked:
+// every file of the directory is in claims, newer or stray from Open on,
+// and only Put adds one.
 func (s *Store) Delete(uid types.UID) error {
 	if err := s.NewerError(uid); err != nil {
 		return err
 	}
-	if err := os.Remove(s.path(uid)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	s.mu.RLock()
+	_, onDisk := s.claims[uid]
+	onDisk = onDisk || s.stray[uid]
+	s.mu.RUnlock()
+	if !onDisk {
+		return nil
+	}
+	if err := capfile.Remove(s.path(uid)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("delete checkpoint of claim %s: %w", uid, err)
 	}
 	s.mu.Lock()
 	delete(s.claims, uid)
+	delete(s.stray, uid)
 	s.mu.Unlock()
 	return nil
 }

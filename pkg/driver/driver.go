@@ -248,6 +248,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		kubeletplugin.Serialize(false),
 		kubeletplugin.EnableDeviceMetadata(!cfg.NoDeviceMetadata, metadataVersions),
 		kubeletplugin.CDIDirectory(cfg.CDIDir),
+		kubeletplugin.MetadataFileOps(metadataFileOps(cfg.CDIDir, writer.StagingDir(), cfg.PluginDir)),
 	}
 	if cfg.RollingUpdateUID != "" {
 		opts = append(opts, kubeletplugin.RollingUpdate(cfg.RollingUpdateUID))

@@ -52,7 +52,17 @@ func New(store *checkpoint.Store) *Ledger {
 // other holder's, holds them, and writes the claim's first record (state
 // PrepareStarted), before anything on the node changes. A claim that
 // already holds hardware (an earlier attempt) has had it released first.
-func (l *Ledger) Begin(rec checkpoint.PreparedClaim) error {
+func (l *Ledger) Begin(rec checkpoint.PreparedClaim) error { return l.begin(rec, true) }
+
+// BeginUnwritten is Begin without the write: for a prepare that changes
+// nothing on the node that a release would undo (pkg/prepare decides by
+// device kind and sharing). A crash before its completed record leaves
+// nothing to roll back, so a record written ahead would protect nothing;
+// the claim is held in memory until its first write, Record's completed
+// record, or its Release.
+func (l *Ledger) BeginUnwritten(rec checkpoint.PreparedClaim) error { return l.begin(rec, false) }
+
+func (l *Ledger) begin(rec checkpoint.PreparedClaim, write bool) error {
 	if err := checkWithin(rec); err != nil {
 		return err
 	}
@@ -64,6 +74,9 @@ func (l *Ledger) Begin(rec checkpoint.PreparedClaim) error {
 	}
 	l.held[rec.UID] = want
 	l.mu.Unlock()
+	if !write {
+		return nil
+	}
 	if err := l.store.Put(rec); err != nil {
 		l.forget(rec.UID)
 		return err

@@ -132,3 +132,18 @@ func (s *State) specIntact(uid types.UID) bool {
 	annotations, ok := s.CDI.Annotations(uid)
 	return ok && checkpoint.SpecCarriesRecord(annotations)
 }
+
+// writeAhead reports whether a claim's prepare must record it on disk
+// (PrepareStarted) before it configures anything: when a device's kind has
+// something for a release to undo (a dynamic MIG device, a VM's binding)
+// or sharing is applied (a time slice, an MPS daemon). Otherwise a crash
+// before the completed record leaves nothing to roll back, so the claim
+// is only held in memory until then (ledger.BeginUnwritten).
+func writeAhead(planned []plannedDevice, records []checkpoint.PreparedDevice) bool {
+	for i, p := range planned {
+		if records[i].Sharing != nil || !p.device.Behavior().NothingToUndo() {
+			return true
+		}
+	}
+	return false
+}

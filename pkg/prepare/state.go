@@ -117,7 +117,11 @@ func (s *State) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) (
 	defer unlockDevices()
 
 	rec := checkpoint.PreparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name, State: checkpoint.PrepareStarted, Devices: records, BootID: s.BootID}
-	if err := s.Ledger.Begin(rec); err != nil {
+	begin := s.Ledger.BeginUnwritten // nothing to roll back: no write ahead
+	if writeAhead(planned, records) {
+		begin = s.Ledger.Begin
+	}
+	if err := begin(rec); err != nil {
 		return nil, step.Wrap(step.Reserve, err)
 	}
 

@@ -105,6 +105,13 @@ type Kind interface {
 	// its own (only a whole GPU's is: the slice belongs to the GPU).
 	ShareTarget(dev *Device) string
 	OwnsTimeSlice() bool
+	// NothingToUndo: Configure changes nothing that Release undoes (it
+	// may check, or set what must be so whoever holds the GPU, such as
+	// MIG mode off for a whole GPU), so that a crash during a prepare of
+	// such devices without sharing leaves nothing to roll back, and the
+	// prepare writes no record before its completed one (pkg/ledger
+	// BeginUnwritten). A kind that does not say so gets the record first.
+	NothingToUndo() bool
 	// PartitionsGPU: the kind makes MIG devices on its GPU at prepare
 	// (what a failed restore made or adopted is its to undo), and start
 	// destroys those no record owns.
@@ -130,6 +137,7 @@ func (noops) Adopt(Env, types.UID, *checkpoint.PreparedDevice, *Device) (bool, e
 func (noops) Describe(*cdi.Device, checkpoint.PreparedDevice, *Device) {}
 func (noops) OwnsTimeSlice() bool                                      { return false }
 func (noops) PartitionsGPU() bool                                      { return false }
+func (noops) NothingToUndo() bool                                      { return false }
 
 // kinds is the one map from a device kind to its implementation.
 var kinds = map[configapi.DeviceKind]Kind{

@@ -65,6 +65,9 @@ func (staticMIG) Configure(_ Env, _ *checkpoint.PreparedDevice, dev *Device) err
 	return nil
 }
 
+// NothingToUndo: the admin's device is used as it is.
+func (staticMIG) NothingToUndo() bool { return true }
+
 // StillConfigured: the admin's MIG devices come back (if at all) with new
 // UUIDs after a reboot.
 func (staticMIG) StillConfigured(_ Env, rec checkpoint.PreparedDevice, dev *Device) bool {

@@ -33,6 +33,10 @@ func (wholeGPU) Configure(_ Env, rec *checkpoint.PreparedDevice, dev *Device) er
 	return nil
 }
 
+// NothingToUndo: MIG mode off is how any holder of the whole GPU wants
+// it, and Release leaves it so.
+func (wholeGPU) NothingToUndo() bool { return true }
+
 func (wholeGPU) Matches(rec checkpoint.PreparedDevice, dev *Device) error {
 	if rec.Mig != nil || rec.Vfio != nil {
 		return fmt.Errorf("the node now publishes %s as a whole GPU, not as the recorded device", dev.Name)
