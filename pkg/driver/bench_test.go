@@ -17,6 +17,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/capfile"
 )
 
 // cycle prepares and unprepares one claim over the socket.
@@ -56,12 +58,13 @@ func BenchmarkPrepareUnprepare(b *testing.B) {
 }
 
 // benchCycles runs b.N prepare+unprepare cycles of one claim and reports
-// latency percentiles.
+// latency percentiles and the file system calls per cycle.
 func benchCycles(b *testing.B, n *node, claim *resourceapi.ResourceClaim) {
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
+	before := capfile.Snapshot()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
 		if err := n.cycle(ctx, claim); err != nil {
@@ -71,6 +74,20 @@ func benchCycles(b *testing.B, n *node, claim *resourceapi.ResourceClaim) {
 	}
 	b.StopTimer()
 	reportPercentiles(b, lat)
+	reportFileCalls(b, capfile.Snapshot().Sub(before), b.N)
+}
+
+// reportFileCalls reports the file system calls of the prepare path
+// (pkg/capfile counts them) per cycle, so that one more fsync, rename,
+// unlink, mkdir or open shows beside the latency.
+func reportFileCalls(b *testing.B, c capfile.Counts, cycles int) {
+	per := func(v int64) float64 { return float64(v) / float64(cycles) }
+	b.ReportMetric(per(c.Fsync), "fsync/op")
+	b.ReportMetric(per(c.Rename), "rename/op")
+	b.ReportMetric(per(c.Unlink), "unlink/op")
+	b.ReportMetric(per(c.Mkdir), "mkdir/op")
+	b.ReportMetric(per(c.Open), "open/op")
+	b.ReportMetric(per(c.Chmod), "chmod/op")
 }
 
 // BenchmarkPrepareUnprepareParallel runs 8 claims on 8 GPUs concurrently.
