@@ -90,7 +90,7 @@ test-race: test ## Kept for old habits: make test runs under the race detector
 STATICCHECK_VERSION ?= v0.8.2
 ERRCHECK_VERSION ?= v1.9.0
 
-lint: ## gofmt, license headers, go vet, staticcheck, errcheck (e2e code included) and go mod tidy
+lint: ## gofmt, license headers, go vet, staticcheck, errcheck (e2e code included), go mod tidy and host reads through pkg/capfile
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@out=$$(git ls-files '*.go' | xargs grep -L 'SPDX-License-Identifier: Apache-2.0'); if [ -n "$$out" ]; then echo "license header missing (see any .go file):"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
@@ -99,6 +99,7 @@ lint: ## gofmt, license headers, go vet, staticcheck, errcheck (e2e code include
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	$(GO) run github.com/kisielk/errcheck@$(ERRCHECK_VERSION) -ignoretests -exclude hack/errcheck-excludes.txt ./...
 	$(GO) mod tidy -diff
+	$(GO) test -count=1 ./hack/hostreads/
 
 bench: ## Prepare/unprepare benchmarks over the kubelet socket, then the MIG packing benchmark
 	$(GO) test -run '^$$' -bench PrepareUnprepare -benchtime 2s -count 5 ./pkg/driver/
@@ -156,8 +157,8 @@ cluster-down: ## Stop the local cluster and clean the host paths it used
 # checks the tarball.
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 
-# RELEASE_URL: where the files will be downloaded from (krew manifest, chart
-# index); DIST: another directory than dist/. docs/releasing.md.
+# RELEASE_URL: where the archives will be downloaded from (the krew
+# manifest's URIs); DIST: another directory than dist/. docs/releasing.md.
 release: ## Every artifact of release VERSION=vX.Y.Z into dist/: multi-arch image archive, chart + index.yaml, kubectl-gpu archives + krew plugin.yaml, SBOMs, SHA256SUMS, notes
 	@case "$(origin VERSION)" in "command line"|environment) ;; *) echo "make release VERSION=vX.Y.Z (the version of CHANGELOG.md's entry and the chart's appVersion)" >&2; exit 2 ;; esac
 	VERSION=$(VERSION) hack/release.sh

@@ -43,8 +43,9 @@ cat <<TXT
 
 The cluster keeps running. Try:
   export KUBECONFIG=$KUBECONFIG_PATH
-  export PATH=$BIN_K8S:\$PATH
+  export PATH=$PWD/bin:$BIN_K8S:\$PATH   # kubectl; and kubectl gpu, once make build wrote bin/kubectl-gpu
   kubectl get resourceslices
+  kubectl gpu usage
   kubectl get resourceclaims -n gpu-demo
   kubectl logs -n gpu-demo mig -c small-1
 Tear it down with: make cluster-down

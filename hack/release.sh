@@ -34,7 +34,7 @@ VERSION=${VERSION:-}
 export VERSION
 v=${VERSION#v}
 DIST=${DIST:-$REPO/dist}
-RELEASE_URL=${RELEASE_URL:-https://github.com/gpu-dra-driver/gpu-dra-driver/releases/download/$VERSION}
+RELEASE_URL=${RELEASE_URL:-} # empty: the project's release page (internal/release.DefaultBaseURL)
 CYCLONEDX_VERSION=${CYCLONEDX_VERSION:-v1.10.0}
 t0=$(now)
 w=$(mktemp -d); trap 'rm -rf "$w"' EXIT
@@ -82,7 +82,9 @@ say "image localhost/gpu-dra-driver:$v (amd64, arm64) in $(since "$s")s"
 s=$(now)
 hack/cluster/build.sh helm >/dev/null
 helm package deployments/helm/gpu-dra-driver --version "$v" --app-version "$v" -d "$DIST" >/dev/null
-helm repo index "$DIST" --url "$RELEASE_URL"
+# Relative chart URLs: the repository works wherever dist/ is served
+# (the release page, a mirror, the e2e test's local server).
+helm repo index "$DIST"
 say "chart gpu-dra-driver-$v.tgz and index.yaml in $(since "$s")s"
 
 s=$(now)

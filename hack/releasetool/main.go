@@ -10,7 +10,7 @@
 //	releasetool check-chart CHART_YAML CHANGELOG  appVersion and version are the newest release's
 //	releasetool archives DIR VERSION BIN_DIR LICENSE MTIME
 //	                                              kubectl-gpu's archives from BIN_DIR/kubectl-gpu-OS-ARCH[.exe]
-//	releasetool krew DIR VERSION BASE_URL         DIR/plugin.yaml for DIR's archives
+//	releasetool krew DIR VERSION BASE_URL         DIR/plugin.yaml for DIR's archives ("" BASE_URL: the release page)
 //	releasetool sums DIR                          DIR/SHA256SUMS of every file under DIR
 //	releasetool verify DIR                        plugin.yaml, SHA256SUMS and the archives agree
 package main
@@ -103,7 +103,11 @@ func run(args []string) error {
 		if err := need(3, "DIR VERSION BASE_URL"); err != nil {
 			return err
 		}
-		m, err := release.NewKrewManifest(args[1], args[2], args[3])
+		base := args[3]
+		if base == "" {
+			base = release.DefaultBaseURL(args[2])
+		}
+		m, err := release.NewKrewManifest(args[1], args[2], base)
 		if err != nil {
 			return err
 		}

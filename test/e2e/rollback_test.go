@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,24 +18,17 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 )
 
-// The driver upgraded from the release before the checkpoint format v2 and
-// rolled back, with claims of every kind prepared by each release.
+// The driver upgraded from the previous release (previousRelease: oldCommit,
+// before the checkpoint format v2, while there is none) and rolled back,
+// with claims of every kind prepared by each release.
 
 const upgradeNS2 = upgradeNS + "-2"
 
-// deployOld installs an earlier commit's chart with its image (oldDriver)
-// through this checkout's deploy.sh, with the same settings as `make e2e`.
-func deployOld(t *testing.T, worktree, image, profile string) {
+// deployOld installs the previous release's chart with its image through
+// this checkout's deploy.sh, with the same settings as `make e2e`.
+func deployOld(t *testing.T, prev oldRelease, profile string) {
 	t.Helper()
-	start := time.Now()
-	cmd := exec.Command(filepath.Join(repoRoot, "hack", "cluster", "deploy.sh"), profile)
-	cmd.Env = append(os.Environ(), "CHART="+filepath.Join(worktree, "deployments", "helm", "gpu-dra-driver"),
-		"IMAGE_TAG="+strings.TrimPrefix(image, "localhost/gpu-dra-driver:"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("deploy.sh with the chart of %s: %v\n%s", worktree, err, out)
-	}
-	waitPluginImage(t, image)
-	t.Logf("%s deployed and Ready in %.1fs", image, time.Since(start).Seconds())
+	deployChart(t, prev.chart, prev.tag, profile)
 }
 
 // forgetReboots makes the simulated node one that never rebooted (an
@@ -227,8 +219,9 @@ func currentDeviceNames(t *testing.T) []string {
 	return names
 }
 
-// TestUpgradeAndDowngradeKeepClaims installs the chart and image of
-// oldCommit (the last commit of checkpoint format v1, which names dynamic
+// TestUpgradeAndDowngradeKeepClaims installs the chart and image of the
+// previous release (previousRelease; while CHANGELOG.md names none,
+// oldCommit, the last commit of checkpoint format v1, which names dynamic
 // MIG devices without the GPU instance profile ID), prepares claims of
 // every kind, upgrades to this checkout, prepares more, rolls back to
 // oldCommit and upgrades again. Every running pod keeps its container and
@@ -240,16 +233,16 @@ func currentDeviceNames(t *testing.T) []string {
 func TestUpgradeAndDowngradeKeepClaims(t *testing.T) {
 	requireCleanNode(t)
 	const profile = "h100x8"
-	worktree, oldImage := oldDriver(t, oldCommit)
+	prev := previousRelease(t)
 	// The tests after this one run on the current driver, whatever happens.
 	t.Cleanup(func() { deployCurrent(t, profile) })
 	forgetReboots(t)
-	deployOld(t, worktree, oldImage, profile)
+	deployOld(t, prev, profile)
 
 	old := runWorkload(t, upgradeNS, allWorkloads...)
-	oldMigs := migPairDevices(t, upgradeNS, true)
+	oldMigs := migPairDevices(t, upgradeNS, prev.legacy)
 	oldRecords := readRecords(t)
-	checkRecords(t, "prepared by "+oldCommit, len(allWorkloads), nil)
+	checkRecords(t, "prepared by "+prev.name, len(allWorkloads), nil)
 
 	deployCurrent(t, profile)
 	old.check(t, "after the upgrade")
@@ -267,19 +260,20 @@ func TestUpgradeAndDowngradeKeepClaims(t *testing.T) {
 	newMigs := migPairDevices(t, upgradeNS2, false)
 	checkRecords(t, "prepared after the upgrade", len(allWorkloads)+3, nil)
 
-	deployOld(t, worktree, oldImage, profile)
+	deployOld(t, prev, profile)
 	old.check(t, "after the rollback")
 	current.check(t, "after the rollback")
 	// oldCommit does not know the new names: it says so for each, and
-	// keeps the claim running.
+	// keeps the claim running. A release that names them as this checkout
+	// does has nothing to say.
 	lostNew := func(line string) bool {
-		return strings.Contains(line, "Prepared claim lost a device") && slices.ContainsFunc(newMigs, func(d string) bool { return strings.Contains(line, d) })
+		return prev.legacy && strings.Contains(line, "Prepared claim lost a device") && slices.ContainsFunc(newMigs, func(d string) bool { return strings.Contains(line, d) })
 	}
 	checkRecords(t, "after the rollback", len(allWorkloads)+3, nil, lostNew)
 	logs := strings.Split(pluginLogs(t, pluginPod(t).Name, false), "\n")
 	for _, d := range newMigs {
-		if !slices.ContainsFunc(logs, func(line string) bool { return lostNew(line) && strings.Contains(line, d) }) {
-			t.Errorf("after the rollback %s does not say that it does not know %s", oldCommit, d)
+		if prev.legacy && !slices.ContainsFunc(logs, func(line string) bool { return lostNew(line) && strings.Contains(line, d) }) {
+			t.Errorf("after the rollback %s does not say that it does not know %s", prev.name, d)
 		}
 	}
 	// The old release unprepares claims this one prepared, but for the

@@ -18,14 +18,68 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/release"
 )
 
 const (
 	upgradeNS = "gpu-upgrade"
 	// oldCommit is the main branch before the checkpoint format changed
-	// (v2: records carry the boot ID).
+	// (v2: records carry the boot ID), and before dynamic MIG devices were
+	// named with their GPU instance profile ID. The upgrade test upgrades
+	// from it while CHANGELOG.md names no previous release.
 	oldCommit = "1b7ce73"
 )
+
+// oldRelease is the driver the upgrade test upgrades from and rolls back
+// to.
+type oldRelease struct {
+	name  string // v0.2.0, or oldCommit
+	chart string // a chart directory or packaged chart
+	tag   string // its image's tag (localhost/gpu-dra-driver:TAG), in containerd
+	// legacy: it names dynamic MIG devices without the GPU instance
+	// profile ID (oldCommit), so claims it allocated keep old names across
+	// the upgrade, and after a rollback it does not know this checkout's.
+	legacy bool
+}
+
+func (o oldRelease) image() string { return "localhost/gpu-dra-driver:" + o.tag }
+
+// previousRelease is the release this checkout upgrades from: the entry
+// of CHANGELOG.md that release.Changelog.Previous picks (the newest
+// release while [Unreleased] lists changes, else the one before it), built
+// by `make release` at the commit that entry names, in a worktree, once per
+// version (releaseDist caches it), its image imported from the release's
+// archive. While there is none (v0.2.0 is the first release) it is
+// oldCommit, built as before: its chart from a worktree and its image by
+// hack/cluster/images.sh, cached by commit. GPU_DRA_PREVIOUS_RELEASE=none
+// forces that fallback.
+func previousRelease(t *testing.T) oldRelease {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot, "CHANGELOG.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := release.ParseChangelog(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := log.Previous()
+	if prev == nil || os.Getenv("GPU_DRA_PREVIOUS_RELEASE") == "none" {
+		worktree, image := oldDriver(t, oldCommit)
+		t.Logf("CHANGELOG.md names no previous release: upgrading from commit %s", oldCommit)
+		return oldRelease{name: oldCommit, chart: filepath.Join(worktree, "deployments", "helm", "gpu-dra-driver"),
+			tag: strings.TrimPrefix(image, "localhost/gpu-dra-driver:"), legacy: true}
+	}
+	version := "v" + prev.Version
+	worktree := filepath.Join(t.TempDir(), "release-"+version)
+	git(t, "worktree", "add", "--detach", worktree, prev.Commit)
+	t.Cleanup(func() { git(t, "worktree", "remove", "--force", worktree) })
+	dist := releaseDist(t, version, prev.Commit, worktree)
+	importImage(t, filepath.Join(dist, "gpu-dra-driver_"+version+"_image.oci.tar"))
+	t.Logf("upgrading from the previous release %s (commit %s, %s)", version, prev.Commit, dist)
+	return oldRelease{name: version, chart: filepath.Join(dist, "gpu-dra-driver-"+prev.Version+".tgz"), tag: prev.Version}
+}
 
 // deployCurrent installs this checkout's chart and image as `make e2e`
 // does (hack/cluster/deploy.sh), with a simulated profile.
