@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 )
 
 // TestCapacityForFile: capacity -f counts a manifest's pod through the
@@ -26,7 +26,7 @@ func TestCapacityForFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s diagnose.Snapshot
+	var s clusterview.Snapshot
 	if err := yaml.Unmarshal(data, &s); err != nil {
 		t.Fatal(err)
 	}

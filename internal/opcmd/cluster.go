@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 )
 
 // cluster is how a command reaches the cluster: kubectl's flags
@@ -106,12 +106,12 @@ func (c *cluster) client() (kubernetes.Interface, error) {
 }
 
 // readSnapshot reads a snapshot `diagnose --dump` wrote (--from).
-func readSnapshot(path string) (*diagnose.Snapshot, error) {
+func readSnapshot(path string) (*clusterview.Snapshot, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	snap := &diagnose.Snapshot{}
+	snap := &clusterview.Snapshot{}
 	if err := yaml.UnmarshalStrict(data, snap); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

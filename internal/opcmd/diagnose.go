@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
 )
 
@@ -63,7 +64,7 @@ func (o *diagnoseOptions) sub(use, short, kind string) *cobra.Command {
 			if err == nil {
 				err = o.out.check()
 			}
-			var snap *diagnose.Snapshot
+			var snap *clusterview.Snapshot
 			if err == nil {
 				snap, err = o.snapshot(cmd.Context(), cmd.ErrOrStderr(), t)
 			}
@@ -97,25 +98,25 @@ func (o *diagnoseOptions) sub(use, short, kind string) *cobra.Command {
 
 // target is the pod, claim or node to diagnose: NAMESPACE/NAME or NAME
 // (in the namespace kubectl would use) for pods and claims, NAME for nodes.
-func (o *diagnoseOptions) target(kind, arg string) (diagnose.Target, error) {
+func (o *diagnoseOptions) target(kind, arg string) (clusterview.Target, error) {
 	if kind == "node" {
 		if strings.Contains(arg, "/") {
-			return diagnose.Target{}, fmt.Errorf("node %q: give the node's name, without a namespace", arg)
+			return clusterview.Target{}, fmt.Errorf("node %q: give the node's name, without a namespace", arg)
 		}
-		return diagnose.Target{Kind: kind, Name: arg}, nil
+		return clusterview.Target{Kind: kind, Name: arg}, nil
 	}
 	full, err := o.cluster.qualify(kind, arg)
 	if err != nil {
-		return diagnose.Target{}, err
+		return clusterview.Target{}, err
 	}
 	ns, name, _ := strings.Cut(full, "/")
 	if ns == "" || name == "" || strings.Contains(name, "/") {
-		return diagnose.Target{}, fmt.Errorf("%s %q: expected NAMESPACE/NAME or NAME", kind, arg)
+		return clusterview.Target{}, fmt.Errorf("%s %q: expected NAMESPACE/NAME or NAME", kind, arg)
 	}
-	return diagnose.Target{Kind: kind, Namespace: ns, Name: name}, nil
+	return clusterview.Target{Kind: kind, Namespace: ns, Name: name}, nil
 }
 
-func (o *diagnoseOptions) snapshot(ctx context.Context, stderr io.Writer, t diagnose.Target) (*diagnose.Snapshot, error) {
+func (o *diagnoseOptions) snapshot(ctx context.Context, stderr io.Writer, t clusterview.Target) (*clusterview.Snapshot, error) {
 	if o.cluster.from != "" {
 		return readSnapshot(o.cluster.from)
 	}
@@ -125,7 +126,7 @@ func (o *diagnoseOptions) snapshot(ctx context.Context, stderr io.Writer, t diag
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.cluster.timeout)
 	defer cancel()
-	snap, err := diagnose.Gather(ctx, cs, o.cluster.driverName, t)
+	snap, err := clusterview.Gather(ctx, cs, o.cluster.driverName, t)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/fleetview"
 )
 
@@ -37,7 +37,7 @@ func newFleetOptions(cmd *cobra.Command, prog, outputs string) *fleetOptions {
 // live before a collection; the limit collects sooner, to stay under 1 GiB.
 const fleetMemoryLimit = 700 << 20
 
-func (o *fleetOptions) snapshot(ctx context.Context, template string) (*diagnose.Snapshot, error) {
+func (o *fleetOptions) snapshot(ctx context.Context, template string) (*clusterview.Snapshot, error) {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(fleetMemoryLimit)
 	}
@@ -175,7 +175,7 @@ func (o *fleetOptions) podCapacity(cmd *cobra.Command, forRef, file string, limi
 	ctx := cmd.Context()
 	ns := o.cluster.namespace()
 	var shape *fleetview.PodShape
-	var snap *diagnose.Snapshot
+	var snap *clusterview.Snapshot
 	var err error
 	if file != "" {
 		if shape, err = fleetview.ReadShapeFile(file, ns); err != nil {

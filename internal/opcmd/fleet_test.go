@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
@@ -28,7 +28,7 @@ func fleetState(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := diagnose.Snapshot{DriverName: "gpu.nvidia.com"}
+	s := clusterview.Snapshot{DriverName: "gpu.nvidia.com"}
 	for i, sl := range resourceslices.Objects(s.DriverName, "n1", resourceslices.Build("n1", inv, resourceslices.Options{DynamicMIG: true})) {
 		sl.Name = fmt.Sprintf("%s%d", sl.GenerateName, i)
 		s.Slices = append(s.Slices, sl)

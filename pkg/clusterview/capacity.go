@@ -1,7 +1,7 @@
 // Copyright 2026 The gpu-dra-driver Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package diagnose
+package clusterview
 
 import (
 	"context"
@@ -141,7 +141,7 @@ func CapacityOf(ctx context.Context, s *Snapshot, claims []*resourceapi.Resource
 
 func (s *Snapshot) nodeCapacity(ctx context.Context, name string, slices []*resourceapi.ResourceSlice, allocs []*resourceapi.AllocationResult,
 	poolNode map[string]string, probes []*resourceapi.ResourceClaim, match func(driver string, d *resourceapi.Device) bool, limit int, memo *sync.Map) (NodeCapacity, error) {
-	node := s.node(name)
+	node := s.Node(name)
 	if node == nil {
 		node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
 	}

@@ -1,7 +1,7 @@
 // Copyright 2026 The gpu-dra-driver Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package diagnose
+package clusterview
 
 import (
 	"fmt"
@@ -12,32 +12,14 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 )
 
-// DiagnoseClaim explains one ResourceClaim: its allocation, or why the
-// scheduler cannot allocate it.
-func DiagnoseClaim(s *Snapshot, namespace, name string) *Report {
-	r := &Report{Target: "claim " + namespace + "/" + name, Unreadable: s.Unreadable}
-	claim := s.claim(namespace, name)
-	if claim == nil {
-		r.Status, r.Verdict = Blocked, fmt.Sprintf("ResourceClaim %s/%s does not exist", namespace, name)
-		return r
-	}
+// AnalyzeClaim reports one claim as the scheduler sees it: its
+// allocation, or whether and why the scheduler's allocator cannot allocate
+// it now, on any node (the devices the claim holds count as free).
+// incompletePools are the pools the scheduler uses no device of.
+func AnalyzeClaim(s *Snapshot, claim *resourceapi.ResourceClaim) (cr ClaimReport, incompletePools []string) {
 	c := published(s, string(claim.UID))
-	r.IncompletePools = c.incompletePools()
-	cr := c.analyzeClaim(claim, "", nil)
-	r.Claims = []ClaimReport{cr}
-	r.Status = cr.Status
-	switch {
-	case cr.Allocated:
-		r.Verdict = fmt.Sprintf("claim %s is allocated on node %s: %s", cr.Name, orNone(cr.Node), strings.Join(cr.Devices, ", "))
-	case cr.Status == Blocked:
-		r.Verdict = fmt.Sprintf("claim %s cannot be allocated: %s", cr.Name, cr.Problem)
-	default:
-		// Not allocated yet, but it would fit: the scheduler allocates a
-		// claim when it schedules the first pod that uses it.
-		r.Status = OK
-		r.Verdict = fmt.Sprintf("claim %s is not allocated yet; %s. The scheduler allocates it with the first pod that uses it", cr.Name, cr.Allocator)
-	}
-	return r
+	incompletePools = c.incompletePools()
+	return c.analyzeClaim(claim, "", nil), incompletePools
 }
 
 // analyzeClaim reports a claim's allocation, or walks its requests.

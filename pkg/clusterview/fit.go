@@ -1,7 +1,7 @@
 // Copyright 2026 The gpu-dra-driver Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package diagnose
+package clusterview
 
 import (
 	"context"
@@ -66,7 +66,7 @@ func (c *cluster) fits(d *device, req *resourceapi.ExactDeviceRequest, without .
 	if err != nil {
 		return false
 	}
-	node := c.snap.node(d.Node)
+	node := c.snap.Node(d.Node)
 	if node == nil {
 		node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: d.Node, Labels: map[string]string{corev1.LabelHostname: d.Node}}}
 	}

@@ -1,7 +1,7 @@
 // Copyright 2026 The gpu-dra-driver Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package diagnose
+package clusterview
 
 import (
 	"fmt"
@@ -41,7 +41,7 @@ func ClaimsOfNewPod(s *Snapshot, pod *corev1.Pod) (NewPodClaims, error) {
 			c.Namespace, c.Name = pod.Namespace, pod.Name+"-"+pc.Name
 			out.PerPod = append(out.PerPod, c)
 		case pc.ResourceClaimName != nil:
-			c := s.claim(pod.Namespace, *pc.ResourceClaimName)
+			c := s.Claim(pod.Namespace, *pc.ResourceClaimName)
 			if c == nil {
 				return out, fmt.Errorf("pod claim %q: ResourceClaim %s/%s does not exist; create it or fix resourceClaimName", pc.Name, pod.Namespace, *pc.ResourceClaimName)
 			}
@@ -64,3 +64,12 @@ func ClaimsOfNewPod(s *Snapshot, pod *corev1.Pod) (NewPodClaims, error) {
 // ExtendedResourceClass is the DeviceClass whose extendedResourceName is
 // res ("" when none): the scheduler allocates such a resource through DRA.
 func ExtendedResourceClass(s *Snapshot, res string) string { return extendedResourceClass(s, res) }
+
+func extendedResourceClass(s *Snapshot, res string) string {
+	for _, dc := range s.DeviceClasses {
+		if dc.Spec.ExtendedResourceName != nil && *dc.Spec.ExtendedResourceName == res {
+			return dc.Name
+		}
+	}
+	return ""
+}

@@ -1,7 +1,7 @@
 // Copyright 2026 The gpu-dra-driver Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package diagnose
+package clusterview
 
 import (
 	"fmt"
@@ -51,8 +51,8 @@ type holder struct {
 	Consumed map[resourceapi.QualifiedName]resource.Quantity
 }
 
-// pool is one driver's pool as its slices announce it.
-type pool struct {
+// Pool is one driver's pool as its slices announce it.
+type Pool struct {
 	Driver, Name, Node string
 	Generation         int64
 	Announced, Seen    int
@@ -65,7 +65,7 @@ type pool struct {
 // (fit.go), not this index's.
 type cluster struct {
 	snap       *Snapshot
-	pools      []*pool
+	pools      []*Pool
 	devices    []*device
 	byKey      map[string]*device
 	holders    map[string][]holder                     // device key -> claims holding it
@@ -93,7 +93,7 @@ func published(s *Snapshot, exceptClaimUID string) *cluster {
 	sort.Strings(keys)
 	for _, k := range keys {
 		slices := byPool[k]
-		p := &pool{Driver: slices[0].Spec.Driver, Name: slices[0].Spec.Pool.Name}
+		p := &Pool{Driver: slices[0].Spec.Driver, Name: slices[0].Spec.Pool.Name}
 		for _, sl := range slices {
 			p.Generation = max(p.Generation, sl.Spec.Pool.Generation)
 		}

@@ -1,25 +1,33 @@
 // Copyright 2026 The gpu-dra-driver Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package diagnose answers "why is my pod Pending", "why is there no GPU on
-// this node" and "why does my container not see its GPU" for this driver.
+// Package clusterview is the operator side's view of a cluster as the
+// scheduler sees it, the core that pkg/diagnose, pkg/fleetview and
+// pkg/pendingexplainer build on.
 //
-// It works in two steps so that every verdict can be tested without a
-// cluster: Gather reads what matters from the API server into a Snapshot, a
-// plain struct that also round-trips through YAML (the unit tests' fixtures
-// are recorded snapshots), and the Diagnose* functions analyse a Snapshot
-// and return a Report. The analysis uses the scheduler's own libraries: the
-// DRA CEL environment for selectors and the structured allocator for the
-// final "could this claim be allocated now" answer.
-package diagnose
+// Gather reads what matters from the API server into a Snapshot, a plain
+// struct that also round-trips through YAML (recorded snapshots are the
+// unit tests' fixtures), so that everything above it can be tested
+// without a cluster. On a Snapshot it answers with the scheduler's own
+// libraries (the DRA CEL environment for selectors, the structured
+// allocator for "could this be allocated now"): what each node publishes
+// and who holds it, whether one device could be had (the allocator
+// probes, fit.go), how many more copies of a claim or pod each node takes
+// (Capacity), why a claim cannot be allocated (AnalyzeClaim), what keeps a
+// pod no node has yet from being scheduled (AnalyzePod), and whether
+// device taints alone do (TaintBlocked).
+package clusterview
 
 import (
+	"sort"
+	"time"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 )
 
-// Snapshot is the part of a cluster's state a diagnosis looks at.
+// Snapshot is the part of a cluster's state the operator side looks at.
 type Snapshot struct {
 	// DriverName is this driver's name (gpu.nvidia.com unless changed).
 	DriverName string `json:"driverName"`
@@ -52,7 +60,8 @@ type Snapshot struct {
 	Unreadable []string `json:"unreadable,omitempty"`
 }
 
-func (s *Snapshot) pod(namespace, name string) *corev1.Pod {
+// Pod returns a pod of the snapshot, or nil.
+func (s *Snapshot) Pod(namespace, name string) *corev1.Pod {
 	for i := range s.Pods {
 		if s.Pods[i].Namespace == namespace && s.Pods[i].Name == name {
 			return &s.Pods[i]
@@ -61,7 +70,8 @@ func (s *Snapshot) pod(namespace, name string) *corev1.Pod {
 	return nil
 }
 
-func (s *Snapshot) claim(namespace, name string) *resourceapi.ResourceClaim {
+// Claim returns a ResourceClaim of the snapshot, or nil.
+func (s *Snapshot) Claim(namespace, name string) *resourceapi.ResourceClaim {
 	for i := range s.Claims {
 		if s.Claims[i].Namespace == namespace && s.Claims[i].Name == name {
 			return &s.Claims[i]
@@ -88,7 +98,8 @@ func (s *Snapshot) class(name string) *resourceapi.DeviceClass {
 	return nil
 }
 
-func (s *Snapshot) node(name string) *corev1.Node {
+// Node returns a node of the snapshot, or nil.
+func (s *Snapshot) Node(name string) *corev1.Node {
 	for i := range s.Nodes {
 		if s.Nodes[i].Name == name {
 			return &s.Nodes[i]
@@ -97,8 +108,8 @@ func (s *Snapshot) node(name string) *corev1.Node {
 	return nil
 }
 
-// pluginPodsOn returns the plugin pods bound to a node.
-func (s *Snapshot) pluginPodsOn(node string) []*corev1.Pod {
+// PluginPodsOn returns the plugin pods bound to a node.
+func (s *Snapshot) PluginPodsOn(node string) []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range s.PluginPods {
 		if s.PluginPods[i].Spec.NodeName == node {
@@ -108,8 +119,8 @@ func (s *Snapshot) pluginPodsOn(node string) []*corev1.Pod {
 	return out
 }
 
-// eventsFor returns the events about one object, oldest first.
-func (s *Snapshot) eventsFor(kind, namespace, name string) []corev1.Event {
+// EventsFor returns the events about one object, oldest first.
+func (s *Snapshot) EventsFor(kind, namespace, name string) []corev1.Event {
 	var out []corev1.Event
 	for _, e := range s.Events {
 		o := e.InvolvedObject
@@ -119,4 +130,19 @@ func (s *Snapshot) eventsFor(kind, namespace, name string) []corev1.Event {
 	}
 	sortEvents(out)
 	return out
+}
+
+// sortEvents orders events by when they last happened.
+func sortEvents(events []corev1.Event) {
+	sort.SliceStable(events, func(i, j int) bool { return eventTime(&events[i]).Before(eventTime(&events[j])) })
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.FirstTimestamp.Time
 }

@@ -1,7 +1,7 @@
 // Copyright 2026 The gpu-dra-driver Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package diagnose
+package clusterview
 
 import (
 	"slices"
@@ -36,16 +36,17 @@ type TaintBlock struct {
 }
 
 // TaintBlocked tells whether device taints alone keep a Pending pod from
-// being scheduled: DiagnosePod finds a claim of the pod blocked with
-// tainted devices of the snapshot's driver among those its requests match,
-// and with those taints gone every claim of the pod would fit (the
-// scheduler's allocator says so). It returns the diagnosis and the blocked
-// requests; none when the pod is not blocked, when the tainted devices are
-// another driver's, or when something else would still block it (the
-// report then says what).
-func TaintBlocked(s *Snapshot, namespace, name string) (*Report, []TaintBlock) {
-	r := DiagnosePod(s, namespace, name)
-	if r.Status != Blocked || r.Pod == nil || r.Pod.Node != "" {
+// being scheduled: the pod's verdict (PodClaims.Verdict) finds a claim of
+// the pod blocked with tainted devices of the snapshot's driver among those
+// its requests match, and with those taints gone every claim of the pod
+// would fit (the scheduler's allocator says so). It returns the verdict and
+// the blocked requests; none when the pod is not blocked, when the tainted
+// devices are another driver's, or when something else would still block
+// it (the verdict then says what).
+func TaintBlocked(s *Snapshot, namespace, name string) (*PodVerdict, []TaintBlock) {
+	v, pod := podVerdict(s, namespace, name)
+	r := &v
+	if r.Status != Blocked || pod == nil || pod.Spec.NodeName != "" {
 		return r, nil
 	}
 	var blocks []TaintBlock
@@ -79,7 +80,7 @@ func TaintBlocked(s *Snapshot, namespace, name string) (*Report, []TaintBlock) {
 	return r, blocks
 }
 
-// fitsWithout diagnoses the pod again as if the driver's devices did not
+// fitsWithout analyses the pod again as if the driver's devices did not
 // carry these taints (key=value:Effect), which is what tolerating them
 // would do, and reports whether each of its claims would then fit.
 func fitsWithout(s *Snapshot, namespace, name string, taints map[string]bool) bool {
@@ -99,7 +100,7 @@ func fitsWithout(s *Snapshot, namespace, name string, taints map[string]bool) bo
 		}
 		untainted.Slices[i] = *cp
 	}
-	r := DiagnosePod(&untainted, namespace, name)
+	r, _ := podVerdict(&untainted, namespace, name)
 	if r.Status == Blocked || len(r.Claims) == 0 {
 		return false
 	}

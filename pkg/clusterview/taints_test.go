@@ -1,7 +1,7 @@
 // Copyright 2026 The gpu-dra-driver Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package diagnose
+package clusterview
 
 import (
 	"fmt"

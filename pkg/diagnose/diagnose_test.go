@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
@@ -28,10 +29,10 @@ import (
 // rebuilt by pkg/resourceslices from the simulator, exactly as the plugin
 // publishes them.
 type fixture struct {
-	Description string          `json:"description"`
-	Target      Target          `json:"target"`
-	Simulated   []simulatedNode `json:"simulated,omitempty"`
-	Snapshot    Snapshot        `json:"snapshot"`
+	Description string               `json:"description"`
+	Target      clusterview.Target   `json:"target"`
+	Simulated   []simulatedNode      `json:"simulated,omitempty"`
+	Snapshot    clusterview.Snapshot `json:"snapshot"`
 	Want        struct {
 		Status     Status   `json:"status"`
 		Verdict    []string `json:"verdict"`
@@ -98,7 +99,7 @@ func (f *fixture) buildSlices(t testing.TB) {
 	}
 }
 
-func diagnoseTarget(s *Snapshot, t Target) *Report {
+func diagnoseTarget(s *clusterview.Snapshot, t clusterview.Target) *Report {
 	switch t.Kind {
 	case "pod":
 		return DiagnosePod(s, t.Namespace, t.Name)

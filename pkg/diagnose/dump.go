@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 )
 
 // Omitted replaces what a dump leaves out: environment variable values
@@ -40,7 +42,7 @@ var pluginEnvKept = map[string]bool{"SIMULATE_PROFILE": true, "SIMULATE_NODE_MOD
 // ForDump returns a copy of s fit for a file that users attach to bug
 // reports: DumpLeftOut is gone from it. s is not changed. Diagnosing the
 // copy (--from) gives the same verdicts: none reads what it drops.
-func ForDump(s *Snapshot) *Snapshot {
+func ForDump(s *clusterview.Snapshot) *clusterview.Snapshot {
 	out := *s
 	out.Pods = copyPods(s.Pods, nil)
 	out.PluginPods = copyPods(s.PluginPods, pluginEnvKept)
@@ -140,7 +142,7 @@ func DumpHeader() string {
 // mode 0600. It writes a new file and renames it over path, so an existing
 // file, whatever its mode, is replaced rather than written through, and a
 // symbolic link at path is replaced, not followed.
-func WriteDump(path string, s *Snapshot) error {
+func WriteDump(path string, s *clusterview.Snapshot) error {
 	data, err := yaml.Marshal(ForDump(s))
 	if err != nil {
 		return err

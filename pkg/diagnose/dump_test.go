@@ -14,6 +14,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 )
 
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
@@ -21,7 +23,7 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // dumpSnapshot holds secrets where users put them: env values of the pod
 // under diagnosis and of the plugin's DaemonSet, kubectl's last-applied
 // annotation (which repeats them) on the pod and on a claim.
-func dumpSnapshot() *Snapshot {
+func dumpSnapshot() *clusterview.Snapshot {
 	secretEnv := []corev1.EnvVar{
 		{Name: "API_TOKEN", Value: "hunter2-env"},
 		{Name: "DB_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
@@ -30,7 +32,7 @@ func dumpSnapshot() *Snapshot {
 	annotations := map[string]string{lastApplied: `{"env":[{"name":"API_TOKEN","value":"hunter2-annotation"}]}`}
 	pluginSpec := corev1.PodSpec{NodeName: "vm", Containers: []corev1.Container{{Name: "plugin",
 		Env: []corev1.EnvVar{{Name: "SIMULATE_PROFILE", Value: "h100x8"}, {Name: "HTTPS_PROXY", Value: "http://user:hunter2-proxy@proxy"}}}}}
-	return &Snapshot{
+	return &clusterview.Snapshot{
 		DriverName: "gpu.nvidia.com",
 		Pods: []corev1.Pod{{
 			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Annotations: annotations,
@@ -96,7 +98,7 @@ func TestWriteDumpLeavesOutSecretsAndIsPrivate(t *testing.T) {
 	}
 	// --from reads it back, and the diagnosis still sees the simulated
 	// profile, the one plugin value it reads.
-	back := &Snapshot{}
+	back := &clusterview.Snapshot{}
 	if err := yaml.UnmarshalStrict(raw, back); err != nil {
 		t.Fatalf("--from cannot read the dump: %v", err)
 	}

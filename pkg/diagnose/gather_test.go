@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 )
 
 const (
@@ -114,7 +116,7 @@ func serveKubeletMetrics(w http.ResponseWriter, r *http.Request) {
 // gatherObjects: a node vm with the plugin, a pod p there whose claim
 // comes from a template, another pod q, and events of both.
 func gatherObjects() []runtime.Object {
-	pluginLabels, _ := labels.ConvertSelectorToLabelsMap(PluginSelector)
+	pluginLabels, _ := labels.ConvertSelectorToLabelsMap(clusterview.PluginSelector)
 	warning := func(name, kind, obj, msg string) *corev1.Event {
 		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Type: corev1.EventTypeWarning,
 			InvolvedObject: corev1.ObjectReference{Kind: kind, Namespace: "ns", Name: obj}, Reason: "FailedPrepareDynamicResources", Message: msg, Count: 1}
@@ -148,11 +150,11 @@ func gatherObjects() []runtime.Object {
 
 func TestGatherPod(t *testing.T) {
 	cs, proxied := newGatherClient(t, serveKubeletMetrics, gatherObjects()...)
-	s, err := Gather(context.Background(), cs, "gpu.nvidia.com", Target{Kind: "pod", Namespace: "ns", Name: "p"})
+	s, err := clusterview.Gather(context.Background(), cs, "gpu.nvidia.com", clusterview.Target{Kind: "pod", Namespace: "ns", Name: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{MetricsNotRead("vm")}; !slices.Equal(s.Unreadable, want) {
+	if want := []string{clusterview.MetricsNotRead("vm")}; !slices.Equal(s.Unreadable, want) {
 		t.Errorf("unreadable: %q, want %q", s.Unreadable, want)
 	}
 	counts := map[string][2]int{
@@ -184,14 +186,14 @@ func TestGatherPod(t *testing.T) {
 
 func TestGatherNode(t *testing.T) {
 	cs, _ := newGatherClient(t, http.NotFound, gatherObjects()...)
-	s, err := Gather(context.Background(), cs, "gpu.nvidia.com", Target{Kind: "node", Name: "vm"})
+	s, err := clusterview.Gather(context.Background(), cs, "gpu.nvidia.com", clusterview.Target{Kind: "node", Name: "vm"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(s.Pods) != 0 || len(s.Events) != 0 || len(s.PluginPods) != 1 {
 		t.Errorf("pods %d, events %d, plugin pods %d", len(s.Pods), len(s.Events), len(s.PluginPods))
 	}
-	if want := []string{MetricsNotRead("vm")}; !slices.Equal(s.Unreadable, want) {
+	if want := []string{clusterview.MetricsNotRead("vm")}; !slices.Equal(s.Unreadable, want) {
 		t.Errorf("unreadable: %q, want %q", s.Unreadable, want)
 	}
 }
@@ -204,13 +206,13 @@ func TestGatherErrors(t *testing.T) {
 	}
 	cs, _ := newGatherClient(t, serveKubeletMetrics, gatherObjects()...)
 	cs.PrependReactor("list", "resourceslices", forbidden("resourceslices"))
-	if _, err := Gather(context.Background(), cs, "gpu.nvidia.com", Target{Kind: "node", Name: "vm"}); err == nil || !strings.Contains(err.Error(), "list ResourceSlices") {
+	if _, err := clusterview.Gather(context.Background(), cs, "gpu.nvidia.com", clusterview.Target{Kind: "node", Name: "vm"}); err == nil || !strings.Contains(err.Error(), "list ResourceSlices") {
 		t.Errorf("without slices: %v", err)
 	}
 
 	cs, _ = newGatherClient(t, serveKubeletMetrics, gatherObjects()...)
 	cs.PrependReactor("list", "deviceclasses", forbidden("deviceclasses"))
-	s, err := Gather(context.Background(), cs, "gpu.nvidia.com", Target{Kind: "pod", Namespace: "ns", Name: "missing"})
+	s, err := clusterview.Gather(context.Background(), cs, "gpu.nvidia.com", clusterview.Target{Kind: "pod", Namespace: "ns", Name: "missing"})
 	if err == nil || !strings.Contains(err.Error(), "get pod ns/missing") {
 		t.Errorf("missing pod: %v", err)
 	}
@@ -246,7 +248,7 @@ func TestGatherPendingPodReadsBoundPods(t *testing.T) {
 		}
 		return true, out, nil
 	})
-	s, err := Gather(context.Background(), cs, "gpu.nvidia.com", Target{Kind: "pod", Namespace: "ns", Name: "p"})
+	s, err := clusterview.Gather(context.Background(), cs, "gpu.nvidia.com", clusterview.Target{Kind: "pod", Namespace: "ns", Name: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,13 +5,11 @@ package diagnose
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/utils/ptr"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics/metricname"
 )
@@ -22,10 +20,9 @@ const pluginEventSource = "gpu-kubelet-plugin"
 
 // DiagnoseNode reports the driver on one node: its plugin pod and
 // registration, the pool it published, devices and the claims on them.
-func DiagnoseNode(s *Snapshot, name string) *Report {
+func DiagnoseNode(s *clusterview.Snapshot, name string) *Report {
 	r := &Report{Target: "node " + name, Unreadable: s.Unreadable}
-	c := published(s, "")
-	n := s.node(name)
+	n := s.Node(name)
 	if n == nil {
 		var names []string
 		for _, x := range s.Nodes {
@@ -36,34 +33,31 @@ func DiagnoseNode(s *Snapshot, name string) *Report {
 	}
 	nr := &NodeReport{Name: name, Ready: nodeReady(n)}
 	r.Node = nr
-	for _, p := range s.pluginPodsOn(name) {
+	for _, p := range s.PluginPodsOn(name) {
 		nr.PluginPods = append(nr.PluginPods, fmt.Sprintf("%s/%s: %s", p.Namespace, p.Name, podState(p)))
 		if prof := simulatedProfile(p); prof != "" {
 			nr.Simulated = prof
 		}
 	}
-	nr.Registered = c.registeredOn(name)
-	var nodePools []*pool
-	for _, p := range c.pools {
-		if p.Node == name && p.Driver == s.DriverName {
-			nodePools = append(nodePools, p)
-			state := "complete"
-			if !p.Complete {
-				state = "INCOMPLETE: the scheduler uses none of its devices until all slices are published"
-			}
-			nr.Pools = append(nr.Pools, fmt.Sprintf("pool %s: generation %d, %d of %d slices, %s", p.Name, p.Generation, p.Seen, p.Announced, state))
+	nr.Registered = registeredOn(s, name)
+	nd := clusterview.OnNode(s, name)
+	nodePools := nd.Pools
+	for _, p := range nodePools {
+		state := "complete"
+		if !p.Complete {
+			state = "INCOMPLETE: the scheduler uses none of its devices until all slices are published"
 		}
+		nr.Pools = append(nr.Pools, fmt.Sprintf("pool %s: generation %d, %d of %d slices, %s", p.Name, p.Generation, p.Seen, p.Announced, state))
 	}
-	c.countNodeDevices(nr)
-	c.nodeClaims(nr)
+	nr.Devices, nr.ByType, nr.Claims = nd.Devices, nd.ByType, nd.Claims
 	nr.Metrics = pluginMetrics(s.PluginMetrics[name])
-	for _, e := range s.eventsFor("Node", "", name) {
+	for _, e := range s.EventsFor("Node", "", name) {
 		// The plugin's own reports (PluginStateRecovery), not the kubelet's.
 		if e.Type == corev1.EventTypeWarning && e.Source.Component == pluginEventSource {
 			nr.Events = append(nr.Events, fmt.Sprintf("%s (x%d): %s", e.Reason, max(e.Count, 1), e.Message))
 		}
 	}
-	plugin, state := c.pluginOn(name)
+	plugin, state := pluginOn(s, name)
 	incomplete := false
 	for _, p := range nodePools {
 		incomplete = incomplete || !p.Complete
@@ -71,7 +65,7 @@ func DiagnoseNode(s *Snapshot, name string) *Report {
 	r.Status = Blocked
 	switch {
 	case plugin == nil:
-		r.Verdict = c.noPluginReason(name)
+		r.Verdict = noPluginReason(s, name)
 	case !strings.HasPrefix(state, "Running, ready"):
 		r.Verdict = fmt.Sprintf("the driver's plugin pod %s/%s on node %s is %s; see kubectl logs -n %s %s", plugin.Namespace, plugin.Name, name, state, plugin.Namespace, plugin.Name)
 	case nr.Registered == "no":
@@ -123,84 +117,4 @@ func simulatedProfile(p *corev1.Pod) string {
 		}
 	}
 	return ""
-}
-
-// countNodeDevices sorts the node's devices as a request with no selector
-// would see them.
-func (c *cluster) countNodeDevices(nr *NodeReport) {
-	byType := map[string]*DeviceCount{}
-	for _, d := range c.devices {
-		if d.Node != nr.Name || d.Driver != c.snap.DriverName {
-			continue
-		}
-		t := d.typ()
-		if byType[t] == nil {
-			byType[t] = &DeviceCount{Type: t}
-		}
-		counts := []*DeviceCounts{&byType[t].DeviceCounts}
-		if t != deviceattr.TypeMonitor {
-			// Monitor devices (one per GPU, admin access only) are
-			// views of GPUs counted already: only their own row has them.
-			counts = append(counts, &nr.Devices)
-		}
-		for _, dc := range counts {
-			dc.Total++
-			switch st := c.state(d, &resourceapi.ExactDeviceRequest{}); {
-			case st == stateTainted:
-				dc.Tainted++
-			case ptr.Deref(d.Dev.AllowMultipleAllocations, false):
-				// A shared GPU is free while it has room for the
-				// smallest share its capacity policy allows.
-				if c.sharedFull(d) {
-					dc.Allocated++
-				} else {
-					dc.Free++
-				}
-			case st == stateAllocated:
-				dc.Allocated++
-			case st == stateCounters:
-				dc.CounterBlocked++
-			default:
-				dc.Free++
-			}
-		}
-	}
-	for _, t := range byType {
-		nr.ByType = append(nr.ByType, *t)
-	}
-	sort.Slice(nr.ByType, func(i, j int) bool { return nr.ByType[i].Type < nr.ByType[j].Type })
-}
-
-// nodeClaims lists the claims allocated on the node; a claim whose device
-// status the plugin wrote has been prepared.
-func (c *cluster) nodeClaims(nr *NodeReport) {
-	for i := range c.snap.Claims {
-		cl := &c.snap.Claims[i]
-		a := cl.Status.Allocation
-		if a == nil {
-			continue
-		}
-		var devs []string
-		for _, r := range a.Devices.Results {
-			if d := c.byKey[r.Driver+"/"+r.Pool+"/"+r.Device]; r.Driver == c.snap.DriverName && (d != nil && d.Node == nr.Name || d == nil && allocationNode(a) == nr.Name) {
-				devs = append(devs, r.Device)
-			}
-		}
-		if len(devs) == 0 {
-			continue
-		}
-		nc := NodeClaim{Claim: cl.Namespace + "/" + cl.Name, Devices: devs}
-		for _, ref := range cl.Status.ReservedFor {
-			if ref.Resource == "pods" {
-				nc.Pods = append(nc.Pods, cl.Namespace+"/"+ref.Name)
-			}
-		}
-		for _, st := range cl.Status.Devices {
-			if st.Driver == c.snap.DriverName {
-				nc.Prepared = true
-			}
-		}
-		nr.Claims = append(nr.Claims, nc)
-	}
-	sort.Slice(nr.Claims, func(i, j int) bool { return nr.Claims[i].Claim < nr.Claims[j].Claim })
 }

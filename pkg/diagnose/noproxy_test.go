@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 )
 
 // TestGatherReadsNothingThroughAProxy: the CLI needs no pods/proxy and no
@@ -20,7 +22,7 @@ import (
 // client (the test server records each path). The diagnosis says what it
 // could therefore not read.
 func TestGatherReadsNothingThroughAProxy(t *testing.T) {
-	for _, target := range []Target{
+	for _, target := range []clusterview.Target{
 		{Kind: "pod", Namespace: "ns", Name: "p"},
 		{Kind: "claim", Namespace: "ns", Name: "p-gpu-x"},
 		{Kind: "node", Name: "vm"},
@@ -35,7 +37,7 @@ func TestGatherReadsNothingThroughAProxy(t *testing.T) {
 				serveKubeletMetrics(w, r)
 			}
 			cs, proxied := newGatherClient(t, record, gatherObjects()...)
-			s, err := Gather(context.Background(), cs, "gpu.nvidia.com", target)
+			s, err := clusterview.Gather(context.Background(), cs, "gpu.nvidia.com", target)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,98 +8,40 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 )
 
 // DiagnosePod explains a pod's GPUs: why it is Pending, why it is stuck
-// after scheduling, or which devices its containers got.
-func DiagnosePod(s *Snapshot, namespace, name string) *Report {
+// after scheduling, or which devices its containers got. Up to scheduling
+// the verdict is clusterview's (AnalyzePod); after it, the plugin's and the
+// containers' are told here.
+func DiagnosePod(s *clusterview.Snapshot, namespace, name string) *Report {
 	r := &Report{Target: "pod " + namespace + "/" + name, Unreadable: s.Unreadable}
-	pod := s.pod(namespace, name)
+	pod := s.Pod(namespace, name)
 	if pod == nil {
 		r.Status, r.Verdict = Unknown, fmt.Sprintf("pod %s/%s not found", namespace, name)
 		return r
 	}
-	c := published(s, "")
-	r.IncompletePools = c.incompletePools()
+	a := clusterview.AnalyzePod(s, pod)
+	r.IncompletePools = a.IncompletePools
 	r.Pod = podInfo(s, pod)
-
-	claims, missing := podClaims(s, pod)
-	for _, cl := range claims {
-		r.Claims = append(r.Claims, c.analyzeClaim(cl.claim, cl.podClaim, pod.Spec.NodeSelector))
-	}
-	if missing != "" {
-		r.Status, r.Verdict = Blocked, fmt.Sprintf("pod %s is %s: %s", name, pod.Status.Phase, missing)
+	r.Claims = a.Claims
+	if v, decided := a.Verdict(); decided {
+		r.Status, r.Verdict, r.Pod.Nodes = v.Status, v.Verdict, v.Nodes
 		return r
 	}
-	if len(claims) == 0 {
-		return noGPU(r, pod)
-	}
 	switch {
-	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
-		r.Status, r.Verdict = OK, fmt.Sprintf("pod %s has ended (%s); its claims are released", name, pod.Status.Phase)
-	case pod.Spec.NodeName == "":
-		pendingVerdict(r, s, pod, claims)
 	case pod.Status.Phase == corev1.PodRunning:
 		runningVerdict(r, pod)
 	default:
-		c.prepareVerdict(r, pod)
+		prepareVerdict(r, s, pod)
 	}
 	return r
 }
 
-type podClaim struct {
-	podClaim string
-	claim    *resourceapi.ResourceClaim
-}
-
-// podClaims resolves the pod's claims (named, from templates, and the
-// extended-resource claim). missing explains a claim that cannot exist.
-func podClaims(s *Snapshot, pod *corev1.Pod) (out []podClaim, missing string) {
-	for _, pc := range pod.Spec.ResourceClaims {
-		var claimName string
-		switch {
-		case pc.ResourceClaimName != nil:
-			claimName = *pc.ResourceClaimName
-		case pc.ResourceClaimTemplateName != nil:
-			for _, st := range pod.Status.ResourceClaimStatuses {
-				if st.Name == pc.Name && st.ResourceClaimName != nil {
-					claimName = *st.ResourceClaimName
-				}
-			}
-			if claimName == "" {
-				if s.template(pod.Namespace, *pc.ResourceClaimTemplateName) == nil {
-					return out, fmt.Sprintf("its claim %q names ResourceClaimTemplate %s/%s, which does not exist; create it or fix resourceClaimTemplateName", pc.Name, pod.Namespace, *pc.ResourceClaimTemplateName)
-				}
-				return out, fmt.Sprintf("the ResourceClaim for its claim %q has not been created from template %s yet (is kube-controller-manager running?)", pc.Name, *pc.ResourceClaimTemplateName)
-			}
-		}
-		claim := s.claim(pod.Namespace, claimName)
-		if claim == nil {
-			return out, fmt.Sprintf("its claim %q names ResourceClaim %s/%s, which does not exist; create it or fix resourceClaimName", pc.Name, pod.Namespace, claimName)
-		}
-		out = append(out, podClaim{podClaim: pc.Name, claim: claim})
-	}
-	if st := pod.Status.ExtendedResourceClaimStatus; st != nil {
-		if claim := s.claim(pod.Namespace, st.ResourceClaimName); claim != nil {
-			out = append(out, podClaim{podClaim: "extended resources", claim: claim})
-		}
-	} else if claim := extendedResourceClaim(s, pod); claim != nil && pod.Spec.NodeName == "" {
-		// Not scheduled yet: explain the claim the scheduler would create.
-		// (A scheduled pod without one got the resource elsewhere, e.g.
-		// from a device plugin.)
-		out = append(out, podClaim{podClaim: "extended resources", claim: claim})
-	}
-	return out, ""
-}
-
-func podInfo(s *Snapshot, pod *corev1.Pod) *PodInfo {
-	info := &PodInfo{Phase: string(pod.Status.Phase), Node: pod.Spec.NodeName}
-	for _, e := range s.eventsFor("Pod", pod.Namespace, pod.Name) {
-		if e.Reason == "FailedScheduling" {
-			info.Scheduler = e.Message
-		}
-	}
+func podInfo(s *clusterview.Snapshot, pod *corev1.Pod) *PodInfo {
+	info := &PodInfo{Phase: string(pod.Status.Phase), Node: pod.Spec.NodeName, Scheduler: s.SchedulerMessage(pod)}
 	states := map[string]string{}
 	for _, st := range pod.Status.ContainerStatuses {
 		switch {
@@ -124,79 +66,13 @@ func podInfo(s *Snapshot, pod *corev1.Pod) *PodInfo {
 			ci.Claims = append(ci.Claims, n)
 		}
 		for res := range ctr.Resources.Limits {
-			if extendedResourceClass(s, string(res)) != "" {
+			if clusterview.ExtendedResourceClass(s, string(res)) != "" {
 				ci.Claims = append(ci.Claims, string(res))
 			}
 		}
 		info.Containers = append(info.Containers, ci)
 	}
 	return info
-}
-
-func extendedResourceClass(s *Snapshot, res string) string {
-	for _, dc := range s.DeviceClasses {
-		if dc.Spec.ExtendedResourceName != nil && *dc.Spec.ExtendedResourceName == res {
-			return dc.Name
-		}
-	}
-	return ""
-}
-
-// noGPU explains a pod that asks for no device at all: on the host the
-// GPU is visible, but a container gets only what a claim allocated.
-func noGPU(r *Report, pod *corev1.Pod) *Report {
-	if pod.Spec.NodeName == "" {
-		r.Status = Unknown
-		r.Verdict = fmt.Sprintf("pod %s is Pending but asks for no GPU (no ResourceClaim, no extended resource of a DeviceClass); the scheduler says: %s", pod.Name, orNone(r.Pod.Scheduler))
-		return r
-	}
-	r.Status = Blocked
-	r.Verdict = fmt.Sprintf("pod %s has no ResourceClaim and no extended resource of a DeviceClass (such as nvidia.com/gpu), so no GPU is given to its containers: the host's GPUs stay invisible to them. Add spec.resourceClaims and list the claim in each container's resources.claims", pod.Name)
-	return r
-}
-
-// pendingVerdict explains a Pending pod: a claim that cannot be allocated,
-// or else the scheduler's filters that keep the pod off each node.
-func pendingVerdict(r *Report, s *Snapshot, pod *corev1.Pod, claims []podClaim) {
-	name := pod.Name
-	for _, cr := range r.Claims {
-		if cr.Status == Blocked {
-			claim := cr.Name
-			if claim == "" {
-				claim = "for " + cr.PodClaim
-			}
-			r.Status, r.Verdict = Blocked, fmt.Sprintf("pod %s is Pending: claim %s cannot be allocated: %s", name, claim, cr.Problem)
-			return
-		}
-	}
-	var fits []string
-	for _, cr := range r.Claims {
-		if cr.Allocated {
-			fits = append(fits, fmt.Sprintf("claim %s is allocated on %s", cr.Name, cr.Node))
-		} else {
-			fits = append(fits, fmt.Sprintf("claim %s: %s", cr.Name, strings.TrimPrefix(cr.Allocator, "the scheduler's ")))
-			if cr.Problem != "" {
-				fits[len(fits)-1] = fmt.Sprintf("claim %s: %s", cr.Name, cr.Problem)
-			}
-		}
-	}
-	var filters string
-	nodes, err := nodeFilters(s, pod, claims)
-	if err != nil {
-		filters = ", and the scheduler's filters could not be run on its nodes: " + err.Error()
-	}
-	r.Pod.Nodes = nodes
-	if len(nodes) > 0 {
-		blocked, text := filtersVerdict(nodes)
-		if blocked {
-			r.Status = Blocked
-			r.Verdict = fmt.Sprintf("pod %s is Pending: its claims can be allocated (%s), but %s", name, strings.Join(fits, "; "), text)
-			return
-		}
-		filters = ", and " + text
-	}
-	r.Status = Unknown
-	r.Verdict = fmt.Sprintf("pod %s is Pending, but its GPUs are not what blocks it (%s)%s; the scheduler says: %s", name, strings.Join(fits, "; "), filters, orNone(r.Pod.Scheduler))
 }
 
 // runningVerdict names the devices of a running pod, and flags containers

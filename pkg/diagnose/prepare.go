@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/metrics/metricname"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare/step"
 )
@@ -18,19 +19,19 @@ import (
 // prepareVerdict explains a pod that is bound to a node but not running:
 // the kubelet must have the plugin prepare its claims (config, MIG, CDI
 // spec) before containerd can start the containers.
-func (c *cluster) prepareVerdict(r *Report, pod *corev1.Pod) {
+func prepareVerdict(r *Report, s *clusterview.Snapshot, pod *corev1.Pod) {
 	node := pod.Spec.NodeName
 	p := &PrepareReport{Node: node}
 	r.Prepare = p
-	plugin, state := c.pluginOn(node)
+	plugin, state := pluginOn(s, node)
 	if plugin != nil {
 		p.PluginPod = plugin.Namespace + "/" + plugin.Name
 	}
 	p.PluginState = state
-	p.Registered = c.registeredOn(node)
-	p.Metrics = pluginMetrics(c.snap.PluginMetrics[node])
+	p.Registered = registeredOn(s, node)
+	p.Metrics = pluginMetrics(s.PluginMetrics[node])
 	var lastPrepare, lastCDI string
-	for _, e := range c.snap.eventsFor("Pod", pod.Namespace, pod.Name) {
+	for _, e := range s.EventsFor("Pod", pod.Namespace, pod.Name) {
 		if e.Type != corev1.EventTypeWarning {
 			continue
 		}
@@ -49,17 +50,17 @@ func (c *cluster) prepareVerdict(r *Report, pod *corev1.Pod) {
 	_, _, fromPlugin := step.Parse(lastPrepare) // the plugin's own error, with its step
 	switch {
 	case plugin == nil:
-		fail("plugin", c.noPluginReason(node))
+		fail("plugin", noPluginReason(s, node))
 	case !strings.HasPrefix(state, "Running, ready"):
 		fail("plugin", fmt.Sprintf("the driver's plugin pod %s is %s, so nothing prepares the claims; see kubectl logs -n %s %s", p.PluginPod, state, plugin.Namespace, plugin.Name))
 	case !fromPlugin && strings.Contains(lastPrepare, "is not registered"): // the kubelet's words
-		fail("registration", fmt.Sprintf("the kubelet reports the DRA driver %s as not registered (plugin pod %s is %s); the plugin registers through %s/plugins_registry: check the chart's kubeletDir and the plugin's logs", c.snap.DriverName, p.PluginPod, state, "<kubeletDir>"))
+		fail("registration", fmt.Sprintf("the kubelet reports the DRA driver %s as not registered (plugin pod %s is %s); the plugin registers through %s/plugins_registry: check the chart's kubeletDir and the plugin's logs", s.DriverName, p.PluginPod, state, "<kubeletDir>"))
 	case lastPrepare != "":
 		fail(classifyPrepareError(lastPrepare))
 	case lastCDI != "":
 		fail("cdi", "containerd cannot find the CDI devices the plugin returned ("+lastCDI+"); the CDI spec is missing under the chart's cdiRoot (/var/run/cdi) or containerd's enable_cdi is off")
 	case p.Registered == "no":
-		fail("registration", fmt.Sprintf("the kubelet has not registered the DRA driver %s although plugin pod %s is %s", c.snap.DriverName, p.PluginPod, state))
+		fail("registration", fmt.Sprintf("the kubelet has not registered the DRA driver %s although plugin pod %s is %s", s.DriverName, p.PluginPod, state))
 	default:
 		r.Status = Unknown
 		r.Verdict = fmt.Sprintf("pod %s is scheduled to node %s and its claims are allocated; the plugin is %s and no prepare failure has been reported yet (phase %s)", pod.Name, node, state, pod.Status.Phase)
@@ -111,8 +112,8 @@ func lastPart(msg string) string {
 }
 
 // pluginOn returns the driver's plugin pod on a node and its state.
-func (c *cluster) pluginOn(node string) (*corev1.Pod, string) {
-	pods := c.snap.pluginPodsOn(node)
+func pluginOn(s *clusterview.Snapshot, node string) (*corev1.Pod, string) {
+	pods := s.PluginPodsOn(node)
 	if len(pods) == 0 {
 		return nil, "absent"
 	}
@@ -164,18 +165,18 @@ func podState(p *corev1.Pod) string {
 	return s
 }
 
-func (c *cluster) registeredOn(node string) string {
+func registeredOn(s *clusterview.Snapshot, node string) string {
 	var uids []types.UID
-	for _, p := range c.snap.pluginPodsOn(node) {
+	for _, p := range s.PluginPodsOn(node) {
 		uids = append(uids, p.UID)
 	}
-	if text, ok := c.snap.KubeletMetrics[node]; ok {
-		if r := registered(text, c.snap.DriverName, uids); r != "unknown" {
+	if text, ok := s.KubeletMetrics[node]; ok {
+		if r := registered(text, s.DriverName, uids); r != "unknown" {
 			return r
 		}
 	}
 	// The plugin's own view: the kubelet's last registration status.
-	if f := parseMetrics(c.snap.PluginMetrics[node])[metricname.KubeletRegistered]; f != nil && len(f.Metric) > 0 {
+	if f := parseMetrics(s.PluginMetrics[node])[metricname.KubeletRegistered]; f != nil && len(f.Metric) > 0 {
 		if sampleValue(f.Metric[0]) > 0 {
 			return "yes"
 		}
@@ -186,12 +187,12 @@ func (c *cluster) registeredOn(node string) string {
 
 // noPluginReason explains why no plugin pod runs on a node: the
 // DaemonSet's node affinity (GPU node labels) or a missing installation.
-func (c *cluster) noPluginReason(node string) string {
-	if len(c.snap.PluginDaemonSets) == 0 {
+func noPluginReason(s *clusterview.Snapshot, node string) string {
+	if len(s.PluginDaemonSets) == 0 {
 		return fmt.Sprintf("no plugin pod of the driver runs on node %s and no gpu-dra-driver DaemonSet was found: install the chart (deployments/helm/gpu-dra-driver)", node)
 	}
-	n := c.snap.node(node)
-	for _, ds := range c.snap.PluginDaemonSets {
+	n := s.Node(node)
+	for _, ds := range s.PluginDaemonSets {
 		probe := &corev1.Pod{Spec: ds.Spec.Template.Spec}
 		if n != nil {
 			if ok, _ := nodeaffinity.GetRequiredNodeAffinity(probe).Match(n); !ok {
@@ -200,7 +201,7 @@ func (c *cluster) noPluginReason(node string) string {
 			}
 		}
 	}
-	ds := c.snap.PluginDaemonSets[0]
+	ds := s.PluginDaemonSets[0]
 	return fmt.Sprintf("no plugin pod of the driver runs on node %s although DaemonSet %s/%s selects it; check the node's taints against kubeletPlugin.tolerations and kubectl describe daemonset -n %s %s", node, ds.Namespace, ds.Name, ds.Namespace, ds.Name)
 }
 

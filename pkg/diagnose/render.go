@@ -9,9 +9,8 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 )
 
 // WriteJSON writes the report for tools.
@@ -87,7 +86,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	return p.err
 }
 
-func (p *printer) claim(c ClaimReport) {
+func (p *printer) claim(c clusterview.ClaimReport) {
 	name := c.Name
 	if name == "" {
 		name = "(not created yet)"
@@ -114,7 +113,7 @@ func (p *printer) claim(c ClaimReport) {
 	}
 }
 
-func (p *printer) request(r RequestReport) {
+func (p *printer) request(r clusterview.RequestReport) {
 	count := fmt.Sprint(r.Count)
 	if r.Mode == "All" {
 		count = "all"
@@ -239,20 +238,26 @@ func paren(s string) string {
 	return ", " + s
 }
 
-// sortEvents orders events by when they last happened.
-func sortEvents(events []corev1.Event) {
-	sort.SliceStable(events, func(i, j int) bool { return eventTime(&events[i]).Before(eventTime(&events[j])) })
-}
-
-func eventTime(e *corev1.Event) time.Time {
-	switch {
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	}
-	return e.FirstTimestamp.Time
-}
-
 // maxNodeLines is how many nodes' filters the text output lists.
 const maxNodeLines = 20
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func joinMax(list []string, n int) string {
+	if len(list) <= n {
+		return strings.Join(list, ", ")
+	}
+	return strings.Join(list[:n], ", ") + fmt.Sprintf(" and %d more", len(list)-n)
+}

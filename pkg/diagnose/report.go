@@ -1,30 +1,41 @@
 // Copyright 2026 The gpu-dra-driver Authors.
 // SPDX-License-Identifier: Apache-2.0
 
+// Package diagnose answers "why is my pod Pending", "why is there no GPU on
+// this node" and "why does my container not see its GPU" for this driver.
+//
+// The Diagnose* functions read a clusterview.Snapshot (gathered from the API
+// server, or a recorded one: the unit tests' fixtures) and return a Report:
+// a verdict first, then the evidence, rendered as text or JSON. Up to
+// scheduling the verdict is clusterview's, the scheduler's own libraries
+// run over the snapshot; after it, this package reads the plugin pod, the
+// kubelet's registration, the prepare step the plugin names in its error,
+// CDI and the containers' claims. WriteDump writes a snapshot fit to share.
 package diagnose
 
-// Status is the outcome of a diagnosis.
-type Status string
+import "github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 
+// Status is the outcome of a diagnosis: the claims' status as clusterview
+// finds it, and the report's.
+type Status = clusterview.Status
+
+// The statuses, as clusterview names them.
 const (
-	// OK: the pod runs with its devices, or the node serves its GPUs.
-	OK Status = "ok"
-	// Blocked: the tool found what blocks it; the verdict says what.
-	Blocked Status = "blocked"
-	// Unknown: the tool could not tell.
-	Unknown Status = "unknown"
+	OK      = clusterview.OK
+	Blocked = clusterview.Blocked
+	Unknown = clusterview.Unknown
 )
 
 // Report is a diagnosis: a verdict first, then the evidence. It is also
 // the `-o json` output.
 type Report struct {
-	Target  string         `json:"target"`
-	Status  Status         `json:"status"`
-	Verdict string         `json:"verdict"`
-	Pod     *PodInfo       `json:"pod,omitempty"`
-	Claims  []ClaimReport  `json:"claims,omitempty"`
-	Prepare *PrepareReport `json:"prepare,omitempty"`
-	Node    *NodeReport    `json:"node,omitempty"`
+	Target  string                    `json:"target"`
+	Status  Status                    `json:"status"`
+	Verdict string                    `json:"verdict"`
+	Pod     *PodInfo                  `json:"pod,omitempty"`
+	Claims  []clusterview.ClaimReport `json:"claims,omitempty"`
+	Prepare *PrepareReport            `json:"prepare,omitempty"`
+	Node    *NodeReport               `json:"node,omitempty"`
 	// IncompletePools are pools whose slices are not all published; the
 	// scheduler uses none of their devices.
 	IncompletePools []string `json:"incompletePools,omitempty"`
@@ -52,7 +63,7 @@ type PodInfo struct {
 	Containers []ContainerInfo `json:"containers"`
 	// Nodes are, for a Pending pod whose claims can be allocated, the
 	// scheduler's filters on each node (nodeFilters).
-	Nodes []NodeFilter `json:"nodes,omitempty"`
+	Nodes []clusterview.NodeFilter `json:"nodes,omitempty"`
 }
 
 // ContainerInfo is one container, the claims it uses and its state.
@@ -60,96 +71,6 @@ type ContainerInfo struct {
 	Name   string   `json:"name"`
 	Claims []string `json:"claims,omitempty"` // pod claim names (and requests) in resources.claims
 	State  string   `json:"state"`
-}
-
-// ClaimReport is one ResourceClaim of the pod (or the claim diagnosed).
-type ClaimReport struct {
-	Name        string          `json:"name"` // namespace/name; empty before it exists
-	PodClaim    string          `json:"podClaim,omitempty"`
-	Allocated   bool            `json:"allocated"`
-	Node        string          `json:"node,omitempty"`
-	Devices     []string        `json:"devices,omitempty"` // pool/device of the allocation
-	ReservedFor []string        `json:"reservedFor,omitempty"`
-	DeviceInfo  []string        `json:"deviceStatus,omitempty"` // what the plugin wrote to status.devices
-	Requests    []RequestReport `json:"requests,omitempty"`
-	Allocator   string          `json:"allocator,omitempty"` // what the scheduler's allocator finds now
-	Status      Status          `json:"status"`
-	Problem     string          `json:"problem,omitempty"`
-}
-
-// RequestReport walks one request from published devices to free ones.
-type RequestReport struct {
-	Name       string `json:"name"`
-	Class      string `json:"deviceClass"`
-	ClassFound bool   `json:"deviceClassFound"`
-	Mode       string `json:"allocationMode"`
-	Count      int64  `json:"count,omitempty"`
-	// AdminAccess requests may get devices other claims hold; only
-	// tainted devices, capacity and shared counters block them.
-	AdminAccess bool `json:"adminAccess,omitempty"`
-	// Candidates are the devices in complete pools on nodes the pod may use.
-	Candidates int            `json:"candidates"`
-	Selectors  []SelectorStep `json:"selectors,omitempty"`
-	Matching   int            `json:"matching"`
-	// Allocated matching devices, by the claims that hold them.
-	Allocated int           `json:"allocated"`
-	Holders   []HolderCount `json:"holders,omitempty"`
-	// CounterBlocked matching devices: free themselves, but the shared
-	// counters of their GPU are taken (overlapping MIG placements, a GPU
-	// allocated whole).
-	CounterBlocked int            `json:"counterBlocked"`
-	CounterBlocks  []CounterBlock `json:"counterBlocks,omitempty"`
-	// CapacityFull shareable devices have too little capacity left.
-	CapacityFull int      `json:"capacityFull"`
-	Tainted      int      `json:"tainted"`
-	Taints       []string `json:"taints,omitempty"`
-	// TaintedDevices are the Tainted devices one by one.
-	TaintedDevices []TaintedDevice `json:"taintedDevices,omitempty"`
-	Free           int             `json:"free"`
-	MaxFreeNode    string          `json:"maxFreeNode,omitempty"`
-	MaxFree        int             `json:"maxFreeOnOneNode"`
-	// FreeInClass lists, when too few matching devices are free, the
-	// values free devices of the class have for the attributes the
-	// request's selectors read: what could be asked for instead.
-	FreeInClass map[string][]string `json:"freeInClass,omitempty"`
-	Error       string              `json:"error,omitempty"`
-}
-
-// SelectorStep is one CEL selector (the class's first, then the
-// request's) and how many devices still match after it.
-type SelectorStep struct {
-	Source     string    `json:"source"`
-	Expression string    `json:"expression"`
-	Left       int       `json:"left"`
-	Error      string    `json:"error,omitempty"`
-	NearMiss   *NearMiss `json:"nearMiss,omitempty"`
-	// Offered lists, for each attribute the selector reads, the values
-	// the devices before it have (most common first).
-	Offered map[string][]string `json:"offered,omitempty"`
-}
-
-// NearMiss is a device that failed only this selector, or the fewest.
-type NearMiss struct {
-	Device string            `json:"device"`
-	Values map[string]string `json:"values"`
-}
-
-// HolderCount is a claim holding some of the matching devices.
-type HolderCount struct {
-	Claim   string   `json:"claim"`
-	Pods    []string `json:"pods,omitempty"`
-	Devices []string `json:"devices"`
-}
-
-// CounterBlock is one GPU (counter set) whose matching placements are
-// blocked, and by which allocated devices.
-type CounterBlock struct {
-	CounterSet string   `json:"counterSet"`
-	Node       string   `json:"node,omitempty"`
-	Blocked    int      `json:"blocked"`
-	WholeGPU   bool     `json:"wholeGPU"`
-	By         []string `json:"by"`      // allocated devices using the counters
-	Holders    []string `json:"holders"` // their claims and pods
 }
 
 // PrepareReport is what happened after scheduling, on the node.
@@ -168,39 +89,16 @@ type PrepareReport struct {
 
 // NodeReport is the driver's state on one node.
 type NodeReport struct {
-	Name       string        `json:"name"`
-	Ready      string        `json:"ready"`
-	PluginPods []string      `json:"pluginPods,omitempty"`
-	Registered string        `json:"registered"`
-	Simulated  string        `json:"simulatedProfile,omitempty"`
-	Pools      []string      `json:"pools,omitempty"`
-	Devices    DeviceCounts  `json:"devices"`
-	Claims     []NodeClaim   `json:"claims,omitempty"`
-	Metrics    []string      `json:"metrics,omitempty"`
-	Events     []string      `json:"events,omitempty"`
-	Problems   []string      `json:"problems,omitempty"`
-	ByType     []DeviceCount `json:"byType,omitempty"`
-}
-
-// DeviceCounts sums a node's published devices.
-type DeviceCounts struct {
-	Total          int `json:"total"`
-	Allocated      int `json:"allocated"`
-	CounterBlocked int `json:"counterBlocked"`
-	Tainted        int `json:"tainted"`
-	Free           int `json:"free"`
-}
-
-// DeviceCount is DeviceCounts for one device type (gpu, mig).
-type DeviceCount struct {
-	Type string `json:"type"`
-	DeviceCounts
-}
-
-// NodeClaim is a claim allocated on the node.
-type NodeClaim struct {
-	Claim    string   `json:"claim"`
-	Devices  []string `json:"devices"`
-	Pods     []string `json:"pods,omitempty"`
-	Prepared bool     `json:"prepared"` // the plugin wrote device status
+	Name       string                    `json:"name"`
+	Ready      string                    `json:"ready"`
+	PluginPods []string                  `json:"pluginPods,omitempty"`
+	Registered string                    `json:"registered"`
+	Simulated  string                    `json:"simulatedProfile,omitempty"`
+	Pools      []string                  `json:"pools,omitempty"`
+	Devices    clusterview.DeviceCounts  `json:"devices"`
+	Claims     []clusterview.NodeClaim   `json:"claims,omitempty"`
+	Metrics    []string                  `json:"metrics,omitempty"`
+	Events     []string                  `json:"events,omitempty"`
+	Problems   []string                  `json:"problems,omitempty"`
+	ByType     []clusterview.DeviceCount `json:"byType,omitempty"`
 }

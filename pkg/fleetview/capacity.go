@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/deployments/static"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
 )
 
 // Request is what `gpudra capacity` counts: one of a claim template, one
@@ -42,7 +42,7 @@ func (r Request) String() string {
 
 // Probe builds the claim a Request stands for. Errors name the flag and
 // what the cluster offers instead.
-func Probe(s *diagnose.Snapshot, r Request) (*resourceapi.ResourceClaim, error) {
+func Probe(s *clusterview.Snapshot, r Request) (*resourceapi.ResourceClaim, error) {
 	set := 0
 	for _, v := range []string{r.Template, r.Class, r.MigProfile} {
 		if v != "" {
@@ -129,16 +129,16 @@ func defaults(c *resourceapi.ResourceClaim) {
 
 // CapacityReport is `gpudra capacity`'s answer.
 type CapacityReport struct {
-	Request Request                 `json:"request"`
-	Nodes   []diagnose.NodeCapacity `json:"nodes"`
-	Total   int                     `json:"total"`
+	Request Request                    `json:"request"`
+	Nodes   []clusterview.NodeCapacity `json:"nodes"`
+	Total   int                        `json:"total"`
 	// AtLimit: some node's count stopped at the limit; the total is a floor.
 	AtLimit bool `json:"atLimit,omitempty"`
 }
 
 // Capacity counts how many more claims like r the fleet takes now, per node
 // (only node when not empty) and in total, with the scheduler's allocator.
-func Capacity(ctx context.Context, s *diagnose.Snapshot, r Request, node string, limit int) (*CapacityReport, error) {
+func Capacity(ctx context.Context, s *clusterview.Snapshot, r Request, node string, limit int) (*CapacityReport, error) {
 	claim, err := Probe(s, r)
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func Capacity(ctx context.Context, s *diagnose.Snapshot, r Request, node string,
 			return nil, fmt.Errorf("--node %s: the node publishes no ResourceSlices", node)
 		}
 	}
-	nodes, err := diagnose.Capacity(ctx, s, claim, limit)
+	nodes, err := clusterview.Capacity(ctx, s, claim, limit)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r, err)
 	}
@@ -195,7 +195,7 @@ func (r *CapacityReport) WriteTable(w io.Writer, all bool) error {
 	return err
 }
 
-func migProfiles(s *diagnose.Snapshot) []string {
+func migProfiles(s *clusterview.Snapshot) []string {
 	seen := map[string]bool{}
 	for _, sl := range currentSlices(s) {
 		for j := range sl.Spec.Devices {
@@ -215,9 +215,9 @@ func migProfiles(s *diagnose.Snapshot) []string {
 	return out
 }
 
-func hasClass(s *diagnose.Snapshot, name string) bool { return contains(classNames(s), name) }
+func hasClass(s *clusterview.Snapshot, name string) bool { return contains(classNames(s), name) }
 
-func classNames(s *diagnose.Snapshot) []string {
+func classNames(s *clusterview.Snapshot) []string {
 	var out []string
 	for _, dc := range s.DeviceClasses {
 		out = append(out, dc.Name)

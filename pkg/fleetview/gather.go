@@ -12,15 +12,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 )
 
 // Gather reads what usage and capacity look at with a few List calls
 // (ResourceSlices, ResourceClaims of all namespaces, DeviceTaintRules,
 // DeviceClasses) and, for a template, one Get. Pods are not listed: a claim's reservedFor
 // names the pods that use it, which is what the scheduler goes by.
-func Gather(ctx context.Context, cs kubernetes.Interface, driverName, template string) (*diagnose.Snapshot, error) {
-	s := &diagnose.Snapshot{DriverName: driverName}
+func Gather(ctx context.Context, cs kubernetes.Interface, driverName, template string) (*clusterview.Snapshot, error) {
+	s := &clusterview.Snapshot{DriverName: driverName}
 	all := metav1.ListOptions{}
 	// In pages, without managed fields: at 500 dynamic-MIG nodes the
 	// slices are ~0.5 GiB decoded, and one response of all of them, plus

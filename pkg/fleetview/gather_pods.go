@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/podfit"
 )
 
@@ -18,7 +18,7 @@ import (
 // the nodes, the pods bound to nodes and not ended (their requests take
 // room; pods of all namespaces, in pages, as the scheduler's cache holds
 // them) and the namespace's ResourceClaimTemplates (the pod's claims).
-func GatherForPod(ctx context.Context, cs kubernetes.Interface, driverName, namespace string) (*diagnose.Snapshot, error) {
+func GatherForPod(ctx context.Context, cs kubernetes.Interface, driverName, namespace string) (*clusterview.Snapshot, error) {
 	s, err := Gather(ctx, cs, driverName, "")
 	if err != nil {
 		return nil, err

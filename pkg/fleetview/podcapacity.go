@@ -12,7 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/podfit"
 )
 
@@ -50,12 +50,12 @@ type PodCapacityReport struct {
 // every copy; NodeResourcesFit and DynamicResources count down as copies
 // take CPU, memory, pod slots and devices; the two are independent, so a
 // node takes the smaller of their counts.
-func PodCapacity(ctx context.Context, s *diagnose.Snapshot, shape *PodShape, node string, limit int) (*PodCapacityReport, error) {
+func PodCapacity(ctx context.Context, s *clusterview.Snapshot, shape *PodShape, node string, limit int) (*PodCapacityReport, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("--max-per-node %d: must be at least 1", limit)
 	}
 	pod := &shape.Pod
-	claims, err := diagnose.ClaimsOfNewPod(s, pod)
+	claims, err := clusterview.ClaimsOfNewPod(s, pod)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", shape.From, err)
 	}
@@ -81,14 +81,14 @@ func PodCapacity(ctx context.Context, s *diagnose.Snapshot, shape *PodShape, nod
 	}
 	// Devices: copies of the pod's own claims, all allocated at once per
 	// copy with the scheduler's allocator.
-	var devices map[string]diagnose.NodeCapacity
+	var devices map[string]clusterview.NodeCapacity
 	if len(claims.PerPod) > 0 {
-		devices = map[string]diagnose.NodeCapacity{}
+		devices = map[string]clusterview.NodeCapacity{}
 		ds := s
 		if node != "" {
 			ds = narrow(s, node)
 		}
-		counts, err := diagnose.CapacityOf(ctx, ds, claims.PerPod, limit)
+		counts, err := clusterview.CapacityOf(ctx, ds, claims.PerPod, limit)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", shape.From, err)
 		}
@@ -97,7 +97,7 @@ func PodCapacity(ctx context.Context, s *diagnose.Snapshot, shape *PodShape, nod
 		}
 	}
 	bound := podfit.BoundByNode(s.Pods)
-	dra := func(name corev1.ResourceName) bool { return diagnose.ExtendedResourceClass(s, string(name)) != "" }
+	dra := func(name corev1.ResourceName) bool { return clusterview.ExtendedResourceClass(s, string(name)) != "" }
 	for i := range nodes {
 		n := &nodes[i]
 		nc := NodePodCapacity{Node: n.Name}
@@ -138,7 +138,7 @@ func PodCapacity(ctx context.Context, s *diagnose.Snapshot, shape *PodShape, nod
 }
 
 // narrow is the snapshot with only node's slices.
-func narrow(s *diagnose.Snapshot, node string) *diagnose.Snapshot {
+func narrow(s *clusterview.Snapshot, node string) *clusterview.Snapshot {
 	n := *s
 	n.Slices = nil
 	for _, sl := range s.Slices {

@@ -18,8 +18,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/podfit"
 )
 
@@ -85,7 +85,7 @@ func want(t *testing.T, got map[string]NodePodCapacity, node string, count int, 
 // TestPodCapacityFilters: each of the scheduler's node filters stops the
 // node it should, with the scheduler's words, for a pod without claims.
 func TestPodCapacityFilters(t *testing.T) {
-	s := &diagnose.Snapshot{DriverName: driver}
+	s := &clusterview.Snapshot{DriverName: driver}
 	cordoned := kubeNode("cordoned", "8", "8Gi", "110", nil)
 	cordoned.Spec.Unschedulable = true
 	tainted := kubeNode("tainted", "8", "8Gi", "110", nil)
@@ -159,7 +159,7 @@ func TestPodCapacityFilters(t *testing.T) {
 // 1g.10gb placements, GPU 3 offered as memory fractions with 30Gi of 80Gi
 // shared out) and n2 (two A100s, one tainted unhealthy), and a third node
 // without GPUs.
-func gpuFleet(t *testing.T) *diagnose.Snapshot {
+func gpuFleet(t *testing.T) *clusterview.Snapshot {
 	s := demoFleet(t)
 	s.Nodes = []corev1.Node{kubeNode("n1", "64", "512Gi", "110", nil), kubeNode("n2", "64", "512Gi", "110", nil), kubeNode("cpu-only", "64", "512Gi", "110", nil)}
 	template := func(name string, c *resourceapi.ResourceClaim) resourceapi.ResourceClaimTemplate {

@@ -4,9 +4,10 @@
 // Package fleetview answers, for a whole fleet, what `kubectl describe node`
 // answered with the device plugin: which GPUs are free, which are carved
 // into which MIG devices, who holds them (`gpudra usage`), and how many
-// more claims of a kind the fleet can take now (`gpudra capacity`). Like
-// pkg/diagnose it works on a diagnose.Snapshot read with a few List calls,
-// so every answer is a pure function tested without a cluster.
+// more claims of a kind the fleet can take now (`gpudra capacity`). It works
+// on a clusterview.Snapshot read with a few List calls, and counts with
+// clusterview's Capacity, so every answer is a pure function tested without
+// a cluster.
 package fleetview
 
 import (
@@ -18,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
 )
 
 // Use is how a GPU is used.
@@ -98,7 +99,7 @@ type devRef struct {
 
 // Usage lists the GPUs of the snapshot's driver, sorted by node and index,
 // with what holds each.
-func Usage(s *diagnose.Snapshot, f Filter) []GPU {
+func Usage(s *clusterview.Snapshot, f Filter) []GPU {
 	gpus := map[string]*GPU{}
 	refs := map[string]*devRef{} // driver/pool/device
 	slices := currentSlices(s)
@@ -323,7 +324,7 @@ func sharing(configs []resourceapi.DeviceAllocationConfiguration, driver, reques
 
 // currentSlices are the slices of each pool's newest generation, as the
 // scheduler reads them.
-func currentSlices(s *diagnose.Snapshot) []*resourceapi.ResourceSlice {
+func currentSlices(s *clusterview.Snapshot) []*resourceapi.ResourceSlice {
 	gen := map[string]int64{}
 	for i := range s.Slices {
 		sl := &s.Slices[i]

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
@@ -25,7 +25,7 @@ import (
 const driver = "gpu.nvidia.com"
 
 // node publishes a simulated node's slices exactly as the plugin does.
-func node(t testing.TB, s *diagnose.Snapshot, name, profile string, o resourceslices.Options) []*resourceapi.ResourceSlice {
+func node(t testing.TB, s *clusterview.Snapshot, name, profile string, o resourceslices.Options) []*resourceapi.ResourceSlice {
 	t.Helper()
 	_, inv, err := simulate.Discover(profile, name, filepath.Join(t.TempDir(), "sim"))
 	if err != nil {
@@ -43,9 +43,9 @@ func node(t testing.TB, s *diagnose.Snapshot, name, profile string, o resourcesl
 	return out
 }
 
-func snapshot(t testing.TB) *diagnose.Snapshot {
+func snapshot(t testing.TB) *clusterview.Snapshot {
 	t.Helper()
-	s := &diagnose.Snapshot{DriverName: driver}
+	s := &clusterview.Snapshot{DriverName: driver}
 	for _, dc := range schedtest.ShippedDeviceClasses(t) {
 		s.DeviceClasses = append(s.DeviceClasses, *dc)
 	}
@@ -54,7 +54,7 @@ func snapshot(t testing.TB) *diagnose.Snapshot {
 
 // hold allocates a claim with the scheduler's allocator and reserves it
 // for pods, as the scheduler does when it binds them.
-func hold(t *testing.T, s *diagnose.Snapshot, c *schedtest.Cluster, claim *resourceapi.ResourceClaim, namespace string, pods ...string) {
+func hold(t *testing.T, s *clusterview.Snapshot, c *schedtest.Cluster, claim *resourceapi.ResourceClaim, namespace string, pods ...string) {
 	t.Helper()
 	claim.Namespace = namespace
 	r := c.Allocate(claim)
@@ -78,7 +78,7 @@ func timeSliced(claim *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
 
 // demoFleet is the demo's five cases on one simulated node of four H100s
 // (dynamic MIG, GPU 3 shared by memory fractions) and an idle second node.
-func demoFleet(t *testing.T) *diagnose.Snapshot {
+func demoFleet(t *testing.T) *clusterview.Snapshot {
 	s := snapshot(t)
 	c := schedtest.NewFromSlices(t, "n1", node(t, s, "n1", "h100x4", resourceslices.Options{DynamicMIG: true, FractionalMemory: true, FractionalGPUs: []int{3}}))
 	node(t, s, "n2", "a100-80gbx2", resourceslices.Options{})

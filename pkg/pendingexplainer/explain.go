@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 )
 
 const (
@@ -69,7 +69,7 @@ func (e *Explainer) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	report, blocks := diagnose.TaintBlocked(snap, ns, name)
+	report, blocks := clusterview.TaintBlocked(snap, ns, name)
 	if len(blocks) == 0 {
 		e.logger.V(5).Info("Not blocked by device taints alone", "pod", key, "verdict", report.Verdict)
 		// A later taint is news again.
@@ -91,16 +91,16 @@ func (e *Explainer) sync(ctx context.Context, key string) error {
 	return nil
 }
 
-// snapshot is what diagnose.DiagnosePod reads, from the caches, within
+// snapshot is what clusterview.TaintBlocked reads, from the caches, within
 // the taint scope (scope.go): the pod alone, all claims (their allocations
 // decide which devices are free), classes, and the slices and nodes in
 // scope, the slices that the cache has only as stubs listed from the API
 // server (live.go). It holds copies of the structs, whose slices and maps
-// diagnose only reads. The plugin pods and metrics a diagnosis after
+// clusterview only reads. The plugin pods and metrics a diagnosis after
 // scheduling needs are left out: the verdict of a Pending pod does not
 // read them.
-func (e *Explainer) snapshot(ctx context.Context, pod *corev1.Pod, all []*resourceapi.ResourceSlice, sc scope) (*diagnose.Snapshot, error) {
-	s := &diagnose.Snapshot{DriverName: e.cfg.DriverName, Pods: []corev1.Pod{*pod}}
+func (e *Explainer) snapshot(ctx context.Context, pod *corev1.Pod, all []*resourceapi.ResourceSlice, sc scope) (*clusterview.Snapshot, error) {
+	s := &clusterview.Snapshot{DriverName: e.cfg.DriverName, Pods: []corev1.Pod{*pod}}
 	var err error
 	if s.Claims, err = values(e.claims.List(everything)); err != nil {
 		return nil, err
@@ -130,7 +130,7 @@ func values[T any](list []*T, err error) ([]T, error) {
 // Message is the Event's note: each blocked request with its tainted
 // devices (node/device) and their taints (key=value:Effect), then what to
 // do. It stays within the API's 1024 bytes.
-func Message(blocks []diagnose.TaintBlock) string {
+func Message(blocks []clusterview.TaintBlock) string {
 	var parts []string
 	extended := false
 	for _, b := range blocks {
@@ -179,7 +179,7 @@ func truncate(s string, n int) string {
 // recorder's series key, so a taint that changes (another reason, another
 // device of the slice) starts a new Event instead of counting as a repeat
 // of the old note.
-func relatedSlice(s *diagnose.Snapshot, blocks []diagnose.TaintBlock) runtime.Object {
+func relatedSlice(s *clusterview.Snapshot, blocks []clusterview.TaintBlock) runtime.Object {
 	d := blocks[0].Devices[0]
 	for i := range s.Slices {
 		sl := &s.Slices[i]

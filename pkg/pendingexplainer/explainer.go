@@ -7,14 +7,14 @@
 // scheduler says just "cannot allocate all claims" there; the Event names
 // the claim, the request, the tainted devices and their taints.
 //
-// The verdict is pkg/diagnose's, the analysis behind `gpudra diagnose pod`
-// (the scheduler's CEL library and structured allocator), run over a
-// snapshot built from informer caches: pods not yet on a node, claims,
-// DeviceClasses and nodes whole, less what trim drops. ResourceSlices are
-// the exception, as their devices would be most of the memory (~1 MiB per
-// node of eight H100s with dynamic MIG): the cache keeps whole only the
-// slices with a NoSchedule or NoExecute taint of this driver, and stubs of
-// the others (stub.go). A diagnosis reads the rest of the few nodes it
+// The verdict is pkg/clusterview's (TaintBlocked), the scheduler's side of
+// `gpudra diagnose pod` (the scheduler's CEL library and structured
+// allocator), run over a snapshot built from informer caches: pods not yet
+// on a node, claims, DeviceClasses and nodes whole, less what trim drops.
+// ResourceSlices are the exception, as their devices would be most of the
+// memory (~1 MiB per node of eight H100s with dynamic MIG): the cache keeps
+// whole only the slices with a NoSchedule or NoExecute taint of this
+// driver, and stubs of the others (stub.go). A diagnosis reads the rest of the few nodes it
 // looks at (scope.go) from the API server (live.go).
 package pendingexplainer
 

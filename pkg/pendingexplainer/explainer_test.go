@@ -23,7 +23,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/simulate"
 )
@@ -292,20 +292,20 @@ func TestExplainerPostsTheEvent(t *testing.T) {
 }
 
 func TestMessage(t *testing.T) {
-	var devs []diagnose.TaintedDevice
+	var devs []clusterview.TaintedDevice
 	for i := range 8 {
-		devs = append(devs, diagnose.TaintedDevice{Driver: driver, Node: node, Pool: node, Device: fmt.Sprintf("gpu-%d", i), Taints: []string{taint}})
+		devs = append(devs, clusterview.TaintedDevice{Driver: driver, Node: node, Pool: node, Device: fmt.Sprintf("gpu-%d", i), Taints: []string{taint}})
 	}
-	msg := Message([]diagnose.TaintBlock{{Claim: "ns/c", PodClaim: "gpu", Request: "gpus", Devices: devs}})
+	msg := Message([]clusterview.TaintBlock{{Claim: "ns/c", PodClaim: "gpu", Request: "gpus", Devices: devs}})
 	want := "Device taints keep this pod from being scheduled: claim ns/c, request gpus: the devices it could get are tainted: " +
 		"vm/gpu-0 (" + taint + "), vm/gpu-1 (" + taint + "), vm/gpu-2 (" + taint + "), vm/gpu-3 (" + taint + "), and 4 more. " +
 		"Wait for the GPU to recover, or tolerate the taint in the request (tolerations in spec.devices.requests[].exactly)."
 	if msg != want {
 		t.Errorf("message\n%s\nwant\n%s", msg, want)
 	}
-	var blocks []diagnose.TaintBlock
+	var blocks []clusterview.TaintBlock
 	for i := range 20 {
-		blocks = append(blocks, diagnose.TaintBlock{Claim: fmt.Sprintf("ns/claim-with-a-long-name-%d", i), Request: "gpu", Devices: devs[:1]})
+		blocks = append(blocks, clusterview.TaintBlock{Claim: fmt.Sprintf("ns/claim-with-a-long-name-%d", i), Request: "gpu", Devices: devs[:1]})
 	}
 	if msg := Message(blocks); len(msg) > maxNote || !strings.HasSuffix(msg, "…") {
 		t.Errorf("%d bytes, want at most %d, cut with …", len(msg), maxNote)

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/diagnose"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 )
 
 // selecting is a fake clientset that applies the field selectors of
@@ -131,7 +131,7 @@ func TestExplainerListsStubbedSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap.Slices = inScope(all, sc.holds)
-	if _, blocks := diagnose.TaintBlocked(snap, "ns", "p"); len(blocks) != 0 {
+	if _, blocks := clusterview.TaintBlocked(snap, "ns", "p"); len(blocks) != 0 {
 		t.Errorf("from the stubs alone: blocks %+v, want none (the test would not need the List)", blocks)
 	}
 }
