@@ -133,12 +133,11 @@ func ArchiveNames(path string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer zr.Close()
 		var names []string
 		for _, f := range zr.File {
 			names = append(names, f.Name)
 		}
-		return names, nil
+		return names, zr.Close()
 	}
 	f, err := os.Open(path)
 	if err != nil {
