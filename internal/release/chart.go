@@ -38,10 +38,10 @@ func CheckChartMatches(c ChartVersions, log *Changelog) error {
 		return fmt.Errorf("CHANGELOG.md has no release entry; the chart's appVersion %q must be one", c.AppVersion)
 	}
 	if c.AppVersion != newest.Version {
-		return fmt.Errorf("Chart.yaml appVersion %q, but CHANGELOG.md's newest release is %s: set appVersion: %q (or add the release's entry to CHANGELOG.md)", c.AppVersion, newest.Version, newest.Version)
+		return fmt.Errorf("chart appVersion %q (Chart.yaml), but CHANGELOG.md's newest release is %s: set appVersion: %q (or add the release's entry to CHANGELOG.md)", c.AppVersion, newest.Version, newest.Version)
 	}
 	if c.Version != newest.Version {
-		return fmt.Errorf("Chart.yaml version %q, but CHANGELOG.md's newest release is %s: the chart is versioned with the driver; set version: %s", c.Version, newest.Version, newest.Version)
+		return fmt.Errorf("chart version %q (Chart.yaml), but CHANGELOG.md's newest release is %s: the chart is versioned with the driver; set version: %s", c.Version, newest.Version, newest.Version)
 	}
 	return nil
 }
