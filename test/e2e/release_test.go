@@ -161,9 +161,10 @@ func TestInstallFromRelease(t *testing.T) {
 	w := runWorkload(t, releaseNS, "whole")
 
 	bin := krew(t)
-	// krew installs plugins under KREW_ROOT/bin, where kubectl finds them.
+	// krew installs plugins under KREW_ROOT/bin, where kubectl finds them;
+	// no upgrade check (nothing outside is reachable).
 	krewRoot := filepath.Join(t.TempDir(), "krew")
-	env := []string{"KREW_ROOT=" + krewRoot, "PATH=" + strings.Join([]string{filepath.Join(krewRoot, "bin"), bin, os.Getenv("PATH")}, string(os.PathListSeparator))}
+	env := []string{"KREW_ROOT=" + krewRoot, "KREW_NO_UPGRADE_CHECK=1", "PATH=" + strings.Join([]string{filepath.Join(krewRoot, "bin"), bin, os.Getenv("PATH")}, string(os.PathListSeparator))}
 	manifest := filepath.Join(dist, "plugin.yaml")
 	archive := filepath.Join(dist, release.Platform{OS: "linux", Arch: "amd64"}.ArchiveName(version))
 
