@@ -55,6 +55,9 @@ func policyEnv(t *testing.T) *cel.Env {
 	t.Helper()
 	env, err := cel.NewEnv(
 		cel.OptionalTypes(),
+		// As the API server's environment: a map or list literal holds
+		// one type of value, or dyn() values.
+		cel.HomogeneousAggregateLiterals(),
 		ext.Strings(ext.StringsVersion(2)),
 		cel.Variable("object", cel.DynType),
 		cel.Variable("oldObject", cel.DynType),

@@ -30,3 +30,25 @@ app.kubernetes.io/name: gpu-dra-driver-webhook
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: webhook
 {{- end -}}
+
+{{/* A value as a CEL literal whose every element is dyn(): the API server
+type-checks policy expressions with homogeneous aggregate literals, so a map
+or list literal may mix value types (strings, bools, maps) only as dyn. */}}
+{{- define "gpu-dra-driver.celLiteral" -}}
+{{- $v := . -}}
+{{- if kindIs "map" $v -}}
+{{- $parts := list -}}
+{{- range $k, $x := $v -}}
+{{- $parts = append $parts (printf "%s: dyn(%s)" (toJson $k) (include "gpu-dra-driver.celLiteral" $x)) -}}
+{{- end -}}
+{{- printf "{%s}" (join ", " $parts) -}}
+{{- else if kindIs "slice" $v -}}
+{{- $parts := list -}}
+{{- range $x := $v -}}
+{{- $parts = append $parts (printf "dyn(%s)" (include "gpu-dra-driver.celLiteral" $x)) -}}
+{{- end -}}
+{{- printf "[%s]" (join ", " $parts) -}}
+{{- else -}}
+{{- toJson $v -}}
+{{- end -}}
+{{- end -}}
