@@ -23,6 +23,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/demo"
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/gpusmoke"
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/offlinenode"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/opcmd"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 )
@@ -34,7 +37,7 @@ func main() {
 
 func newRoot(prog string) *cobra.Command {
 	root := opcmd.NewRoot(prog, "Development tools for the GPU DRA driver, and the operator's commands of kubectl-gpu")
-	root.AddCommand(newDemoCommand(), newSmokeCommand(), newMigPackingCommand(), newSimulateRebootCommand(), newSimulateAdminMigCommand())
+	root.AddCommand(demo.NewCommand(), gpusmoke.NewCommand(), newMigPackingCommand(), offlinenode.NewRebootCommand(), offlinenode.NewAdminMigCommand())
 	root.AddCommand(opcmd.Commands(prog)...)
 	opcmd.AddVersion(root, prog)
 	return root

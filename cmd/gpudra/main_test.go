@@ -10,7 +10,7 @@ import (
 
 // TestCommands: the development binary keeps its harnesses, which make,
 // hack/ and the e2e tests run, and the operator's commands, which the e2e
-// tests and hack/benchscale run as gpudra.
+// tests and test/scale run as gpudra.
 func TestCommands(t *testing.T) {
 	var names []string
 	for _, c := range newRoot("gpudra").Commands() {

@@ -23,7 +23,7 @@ func TestChartMigProfilesValue(t *testing.T) {
 }
 
 // The schema takes every profile name the driver discovers on a simulated
-// model (the plugin's own check, cmd/gpu-kubelet-plugin/migprofiles.go,
+// model (the plugin's own check, internal/plugincmd/migprofiles.go,
 // has the same pattern) and refuses other names before anything is
 // installed.
 func TestChartMigProfilesSchema(t *testing.T) {

@@ -10,7 +10,7 @@
 // nothing else to link (hack/cluster/images.sh, hack/smoke-container.sh).
 //
 // Each probe's wording is parsed by its own tests (test/e2e/probe_parse_test.go,
-// cmd/gpudra/smoke_probe.go), and the two differ in small ways: where they
+// internal/gpusmoke/probe.go), and the two differ in small ways: where they
 // differ, struct nvprobe_style says which wording a probe prints, so that
 // neither probe's output changed when this code was shared.
 #ifndef GDRA_NVPROBE_H

@@ -40,7 +40,7 @@
 #include "../../probe/nvprobe.h"
 
 // style: /etc/ld.so.cache only (the hook's), a plain "none", the first
-// cache entry, no file hash (cmd/gpudra/smoke_probe.go parses these lines).
+// cache entry, no file hash (internal/gpusmoke/probe.go parses these lines).
 static const struct nvprobe_style style = {
     .ldcache_env = NULL,
     .ldcache_reason = 0,
