@@ -34,7 +34,7 @@ cd "$REPO"
 go build -tags grpcnotrace -o "$work/gpu-kubelet-plugin" ./cmd/gpu-kubelet-plugin
 go build -tags grpcnotrace -o "$work/gpu-dra-webhook" ./cmd/gpu-dra-webhook
 go build -tags grpcnotrace -o "$work/gpudra" ./cmd/gpudra
-go build -o "$work/benchscale" ./hack/benchscale
+go build -o "$work/benchscale" ./test/scale
 helm template bench deployments/helm/gpu-dra-driver --kube-version "v$K8S_VERSION" >"$work/chart.yaml"
 # Which explainer was measured: uncommitted changes count.
 say "benchmark in $work; pkg/pendingexplainer at $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- pkg/pendingexplainer || echo ' + uncommitted changes:')"

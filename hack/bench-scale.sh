@@ -4,7 +4,7 @@
 #
 # Scheduling at scale: a real kube-scheduler binds DRA pods over N
 # kubelet-less Nodes whose ResourceSlices are what the plugin publishes
-# (hack/benchscale). Starts its own etcd, kube-apiserver, kube-scheduler (and
+# (test/scale). Starts its own etcd, kube-apiserver, kube-scheduler (and
 # a resourceclaim-only kube-controller-manager) on free loopback ports from
 # the cluster cache; the local cluster (make cluster-up) is not touched.
 # Usage: hack/bench-scale.sh [benchscale flags...]
@@ -35,7 +35,7 @@ t0=$(now)
 cd "$REPO"
 if [ -n "${PLUGIN:-}" ]; then cp "$PLUGIN" "$work/gpu-kubelet-plugin"
 else go build -tags grpcnotrace -o "$work/gpu-kubelet-plugin" ./cmd/gpu-kubelet-plugin; fi
-go build -o "$work/benchscale" ./hack/benchscale
+go build -o "$work/benchscale" ./test/scale
 # The chart's DeviceClasses, as the chart renders them.
 helm template bench deployments/helm/gpu-dra-driver --kube-version "v$K8S_VERSION" >"$work/chart.yaml"
 say "benchmark in $work; kube-scheduler ${SCHEDULER:-$BIN_K8S/kube-scheduler}; feature gates: ${gates:-1.37 defaults}; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"

@@ -39,7 +39,7 @@ CYCLONEDX_VERSION=${CYCLONEDX_VERSION:-v1.10.0}
 t0=$(now)
 w=$(mktemp -d); trap 'rm -rf "$w"' EXIT
 
-go build -o "$w/releasetool" ./hack/releasetool
+go build -o "$w/releasetool" ./cmd/releasetool
 app=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' deployments/helm/gpu-dra-driver/Chart.yaml)
 [ "$app" = "$v" ] || die "Chart.yaml appVersion is \"$app\", not $v: set version and appVersion to $v and add CHANGELOG.md's [$v] entry first"
 "$w/releasetool" check-chart deployments/helm/gpu-dra-driver/Chart.yaml CHANGELOG.md

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package release is what `make release` (hack/release.sh through
-// hack/releasetool) and the tests of a release share: CHANGELOG.md read as
+// cmd/releasetool) and the tests of a release share: CHANGELOG.md read as
 // releases, the kubectl-gpu archives, SHA256SUMS and the krew plugin
 // manifest that names them, and their checks.
 package release

@@ -187,7 +187,7 @@ func TestCapacityForDeployment(t *testing.T) {
 }
 
 // fakeNode creates a kubelet-less node with copies of real's slices (as
-// hack/benchscale does) and removes both when the test ends.
+// test/scale does) and removes both when the test ends.
 func fakeNode(t *testing.T, real, name string, edit func(*corev1.Node)) {
 	t.Helper()
 	ctx := context.Background()

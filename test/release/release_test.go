@@ -4,7 +4,7 @@
 // Package release_test checks what `make release` ships against the
 // checkout: the chart's version is CHANGELOG.md's newest release, and the
 // krew manifest's sha256 values are its archives' (dist/ when make release
-// wrote one, else hack/releasetool run on fake binaries in a temp dir).
+// wrote one, else cmd/releasetool run on fake binaries in a temp dir).
 package release_test
 
 import (
@@ -56,7 +56,7 @@ func TestChartVersionIsNewestRelease(t *testing.T) {
 
 // TestKrewManifestMatchesArchives: dist/plugin.yaml's sha256 values are
 // its archives' and SHA256SUMS' when make release wrote dist/; without
-// one, hack/releasetool writes archives of fake binaries, the manifest
+// one, cmd/releasetool writes archives of fake binaries, the manifest
 // and SHA256SUMS into a temp dir, and its verify must pass there and fail
 // once one archive byte changes.
 func TestKrewManifestMatchesArchives(t *testing.T) {
@@ -70,8 +70,8 @@ func TestKrewManifestMatchesArchives(t *testing.T) {
 		return
 	}
 	tool := filepath.Join(t.TempDir(), "releasetool")
-	if out, err := exec.Command("go", "build", "-o", tool, filepath.Join(root, "hack", "releasetool")).CombinedOutput(); err != nil {
-		t.Fatalf("go build hack/releasetool: %v\n%s", err, out)
+	if out, err := exec.Command("go", "build", "-o", tool, filepath.Join(root, "cmd", "releasetool")).CombinedOutput(); err != nil {
+		t.Fatalf("go build cmd/releasetool: %v\n%s", err, out)
 	}
 	run := func(args ...string) error {
 		out, err := exec.Command(tool, args...).CombinedOutput()
