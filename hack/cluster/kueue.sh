@@ -28,8 +28,10 @@ HOOKS=(kueue-mutating-webhook-configuration kueue-validating-webhook-configurati
 # The CRDs Kueue serves v1beta1 of through its conversion webhook: the
 # rotator waits until it has injected its CA into each (same function).
 CONVERTED="localqueues clusterqueues cohorts workloads multikueueclusters"
-# The driver's webhook holds 9443 on this host (deploy.sh: hostNetwork).
-PORT=${KUEUE_WEBHOOK_PORT:-9445}
+# The driver's webhook holds 9443 on this host and its pending explainer's
+# health endpoint 9445 (deploy.sh: hostNetwork; values.yaml
+# webhook.explainerHealthPort).
+PORT=${KUEUE_WEBHOOK_PORT:-9447}
 HEALTH=127.0.0.1:${KUEUE_HEALTH_PORT:-8481}
 DIR=$CLUSTER/kueue
 
