@@ -74,8 +74,10 @@ func TestStolenTokensIssue46(t *testing.T) {
 			c := &p.Spec.Containers[0]
 			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "mps", MountPath: "/usr/bin/gpu-kubelet-plugin", SubPath: "daemon.pid"})
 		}},
-		{"BidirectionalPropagation", func(p *corev1.Pod) {
-			p.Spec.Containers[0].VolumeMounts[0].MountPropagation = ptr.To(corev1.MountPropagationBidirectional)
+		// Bidirectional needs a privileged container (the API server
+		// refuses it otherwise); any propagation is refused by the policy.
+		{"MountPropagation", func(p *corev1.Pod) {
+			p.Spec.Containers[0].VolumeMounts[0].MountPropagation = ptr.To(corev1.MountPropagationHostToContainer)
 		}},
 		{"SystemNodeCriticalHugeRequests", func(p *corev1.Pod) {
 			p.Spec.PriorityClassName = "system-node-critical"
@@ -150,7 +152,7 @@ func TestStolenTokensIssue46(t *testing.T) {
 	})
 
 	spoof := &eventsv1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "spoof.", Namespace: "kube-system"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "spoof-", Namespace: "kube-system"},
 		Regarding:  corev1.ObjectReference{Kind: "Node", Name: node + "-other", APIVersion: "v1"},
 		Reason:     "NodeNotReady", Action: "Status", Type: corev1.EventTypeWarning, Note: "spoofed",
 		ReportingController: "kubelet", ReportingInstance: node, EventTime: metav1.NowMicro(),
@@ -167,7 +169,7 @@ func TestStolenTokensIssue46(t *testing.T) {
 	})
 	t.Run("ExplainerToken/OwnEventAccepted", func(t *testing.T) {
 		own := &eventsv1.Event{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "pending.", Namespace: "default"},
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "pending-", Namespace: "default"},
 			Regarding:  corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "pending", APIVersion: "v1"},
 			Reason:     "DeviceTaintsBlockScheduling", Action: "Scheduling", Type: corev1.EventTypeWarning, Note: "dry run",
 			ReportingController: "gpu.nvidia.com/pending-explainer", ReportingInstance: "e2e", EventTime: metav1.NowMicro(),
