@@ -23,10 +23,12 @@ import (
 // TestReadyzWhileReferenceDriverClaims runs the command on a node whose
 // plugin directory holds NVIDIA's reference driver's checkpoint with a
 // prepared claim (pkg/refdriver's v1 fixture: no claim name, so only the
-// checkpoint can say it is gone). The process stays up and live, not
-// ready: /readyz, one log line and one Node event say what it found and
-// that the node must be drained. Once the reference driver's checkpoint
-// lists no claim, the same process publishes its GPUs and turns ready.
+// kubelet's unprepare can say it is gone). Since issue 51 the plugin takes
+// the claim over instead of waiting: it starts and publishes its GPUs (the
+// held one as held), stays live, and is not ready while it holds a claim of
+// NVIDIA's: /readyz, one log line and one Node event name the claim and the
+// checkpoint. The release by the kubelet's unprepare is
+// pkg/driver's TestTakesOverReferenceDriverClaims.
 func TestReadyzWhileReferenceDriverClaims(t *testing.T) {
 	fixture, err := os.ReadFile(filepath.Join("..", "..", "pkg", "refdriver", "testdata", "checkpoint-v1.json"))
 	if err != nil {
@@ -48,39 +50,29 @@ func TestReadyzWhileReferenceDriverClaims(t *testing.T) {
 	p := startPlugin(t, o)
 	p.waitFor("/readyz to say why", func() bool { _, body := p.get("/readyz"); return strings.Contains(body, "reference DRA driver") })
 	code, body := p.get("/readyz")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "1 claim(s)") || !strings.Contains(body, "uid 7c2d9e40-8a1b-4c3d-9e5f-0a1b2c3d4e01") || !strings.Contains(body, "drain the node") || !strings.Contains(body, checkpoint) {
-		t.Errorf("/readyz: %d %q, want 503 naming the claim, the file and the drain", code, body)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "holding 1 claim(s)") || !strings.Contains(body, "uid 7c2d9e40-8a1b-4c3d-9e5f-0a1b2c3d4e01") || !strings.Contains(body, checkpoint) {
+		t.Errorf("/readyz: %d %q, want 503 naming the held claim and the file", code, body)
 	}
 	if code, body := p.get("/healthz"); code != http.StatusOK {
-		t.Errorf("/healthz while waiting: %d %s, want 200: a restart changes nothing", code, body)
+		t.Errorf("/healthz while holding: %d %s, want 200: a restart changes nothing", code, body)
 	}
 	time.Sleep(100 * time.Millisecond) // several polls: still one line, one event
-	if lines := p.logLines("Not starting: NVIDIA's reference DRA driver"); len(lines) != 1 || !strings.Contains(lines[0], "drain the node") {
-		t.Errorf("log lines: %q, want one saying to drain the node", lines)
+	if lines := p.logLines("Taking over NVIDIA's reference driver's claims in use"); len(lines) != 1 {
+		t.Errorf("log lines: %q, want one", lines)
 	}
 	if evs := p.events(driver.ReasonReferenceDriverClaims); len(evs) != 1 || evs[0].Type != v1.EventTypeWarning {
 		t.Errorf("%s events: %+v, want one Warning", driver.ReasonReferenceDriverClaims, evs)
 	} else {
 		t.Logf("event: %s", evs[0].Message)
 	}
-	if list, _ := p.client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{}); len(list.Items) != 0 {
-		t.Errorf("%d slices published while waiting", len(list.Items))
-	}
-
-	// The reference driver unprepared it (the node was drained with it
-	// still there): its checkpoint lists none.
-	if err := os.WriteFile(checkpoint, []byte(`{"checksum":1,"v1":{"preparedClaims":{}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p.waitFor("/readyz to pass", func() bool { code, _ := p.get("/readyz"); return code == http.StatusOK })
-	p.waitFor("the GPUs to be published", func() bool {
+	p.waitFor("the GPUs to be published while the claim is held", func() bool {
 		list, _ := p.client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
 		return len(list.Items) > 0
 	})
 	if n := len(p.logLines("GPU kubelet plugin running")); n != 1 {
 		t.Errorf("%d lines say the plugin runs, want 1", n)
 	}
-	if evs := p.events(driver.ReasonReferenceDriverClaimsGone); len(evs) != 1 {
-		t.Errorf("%s events: %d, want 1", driver.ReasonReferenceDriverClaimsGone, len(evs))
+	if evs := p.events(driver.ReasonReferenceDriverClaimsGone); len(evs) != 0 {
+		t.Errorf("%s events while the claim is held: %d, want none", driver.ReasonReferenceDriverClaimsGone, len(evs))
 	}
 }

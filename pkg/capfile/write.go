@@ -52,7 +52,7 @@ func WriteAtomicVia(tmpDir, path string, data []byte, mode os.FileMode, durable 
 			continue
 		}
 		if err != nil {
-			syscall.Close(fd)
+			_ = syscall.Close(fd)
 			return &os.PathError{Op: "write", Path: tmp, Err: err}
 		}
 		rest = rest[n:]
@@ -60,7 +60,7 @@ func WriteAtomicVia(tmpDir, path string, data []byte, mode os.FileMode, durable 
 	if durable {
 		counts.fsync.Add(1)
 		if err := syscall.Fsync(fd); err != nil {
-			syscall.Close(fd)
+			_ = syscall.Close(fd)
 			return &os.PathError{Op: "fsync", Path: tmp, Err: err}
 		}
 	}
@@ -91,7 +91,7 @@ func createTemp(dir string, mode os.FileMode) (int, string, error) {
 		if narrowed(mode) {
 			counts.chmod.Add(1)
 			if err := syscall.Fchmod(fd, uint32(mode.Perm())); err != nil {
-				syscall.Close(fd)
+				_ = syscall.Close(fd)
 				_ = Remove(name)
 				return -1, "", &os.PathError{Op: "chmod", Path: name, Err: err}
 			}

@@ -68,9 +68,8 @@ type referenceTakeover struct {
 	// gone are held claims the API server says are gone, to be released
 	// once the driver runs.
 	gone []types.UID
-	// book, gpus and dynamic are set by hold.
+	// book is set by hold.
 	book     *ledger.Ledger
-	dynamic  map[string]bool
 	reported string
 	done     bool
 }

@@ -290,13 +290,3 @@ func (r *referenceNode) editCheckpoint(t *testing.T, edit func(claims map[string
 	t.Helper()
 	r.editV2(t, func(v2 map[string]any) { edit(v2["preparedClaims"].(map[string]any)) })
 }
-
-func removeString(list []string, s string) []string {
-	var out []string
-	for _, x := range list {
-		if x != s {
-			out = append(out, x)
-		}
-	}
-	return out
-}
