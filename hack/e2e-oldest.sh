@@ -48,7 +48,7 @@ restore() {
 }
 trap restore EXIT
 s=$(now)
-# hack/e2e.sh builds what is missing (this version's Kubernetes: about 40
+# hack/e2e.sh builds what is missing (this version's Kubernetes: 35
 # minutes cold on 2 busy cores, seconds when cached), restarts the cluster
 # with these settings (cluster.sh up compares what it runs with) and takes
 # it down afterwards unless KEEP_CLUSTER=1.
