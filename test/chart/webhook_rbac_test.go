@@ -60,6 +60,7 @@ func TestChartWebhookRBAC(t *testing.T) {
 			rule(rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods", "nodes"}, Verbs: []string{"list", "watch"}}),
 			rule(rbacv1.PolicyRule{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims", "resourceslices"}, Verbs: []string{"list", "watch"}}),
 			rule(rbacv1.PolicyRule{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}}),
+			classes,
 		}
 		sort.Strings(got)
 		sort.Strings(want)
