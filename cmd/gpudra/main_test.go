@@ -17,7 +17,7 @@ func TestCommands(t *testing.T) {
 		names = append(names, c.Name())
 	}
 	slices.Sort(names)
-	if want := []string{"capacity", "demo", "diagnose", "mig-packing", "simulate-admin-mig", "simulate-reboot", "smoke", "usage"}; !slices.Equal(names, want) {
+	if want := []string{"capacity", "demo", "diagnose", "mig-packing", "simulate-admin-mig", "simulate-reboot", "smoke", "usage", "version"}; !slices.Equal(names, want) {
 		t.Errorf("commands %v, want %v", names, want)
 	}
 }

@@ -21,7 +21,7 @@ func TestCommands(t *testing.T) {
 		names = append(names, c.Name())
 	}
 	slices.Sort(names)
-	if want := []string{"capacity", "diagnose", "usage"}; !slices.Equal(names, want) {
+	if want := []string{"capacity", "diagnose", "usage", "version"}; !slices.Equal(names, want) {
 		t.Errorf("commands %v, want %v", names, want)
 	}
 	var out bytes.Buffer
