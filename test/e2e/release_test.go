@@ -36,14 +36,29 @@ func releaseDist(t *testing.T, version, commitish, repo string) string {
 	if d := os.Getenv("GPU_DRA_DIST"); d != "" && commitish == "HEAD" {
 		return d
 	}
+	repo, err := filepath.Abs(repo) // git runs in repoRoot (git), -C repo from there
+	if err != nil {
+		t.Fatal(err)
+	}
 	key := git(t, "-C", repo, "rev-parse", commitish)[:12]
 	if diff, err := exec.Command("git", "-C", repo, "diff", commitish).Output(); err == nil && len(diff) > 0 {
 		sum := sha256.Sum256(diff)
 		key += "-" + hex.EncodeToString(sum[:4])
 	}
 	dist := filepath.Join(cacheDir(), "releases", version+"-"+key)
+	if commitish == "HEAD" {
+		// One checkout's release at a time (each is ~230 MB): the
+		// previous releases, by version and commit, stay.
+		dist = filepath.Join(cacheDir(), "releases", "checkout-"+version+"-"+key)
+	}
 	if _, err := os.Stat(filepath.Join(dist, "SHA256SUMS")); err == nil {
 		return dist
+	}
+	if commitish == "HEAD" {
+		old, _ := filepath.Glob(filepath.Join(cacheDir(), "releases", "checkout-*"))
+		for _, d := range old {
+			os.RemoveAll(d)
+		}
 	}
 	start := time.Now()
 	cmd := exec.Command("make", "release", "VERSION="+version, "DIST="+dist)
