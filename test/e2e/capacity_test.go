@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/wait"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -206,9 +207,11 @@ func fakeNode(t *testing.T, real, name string, edit func(*corev1.Node)) {
 	})
 	// TaintNodesByCondition admission taints a new node not-ready; without
 	// a kubelet nothing lifts it. The test sets the node's own taints.
-	// (Controllers write the new node too: retried on conflict.)
+	// (Controllers write the new node too: retried on conflict, for up to
+	// some 10 s: on a loaded machine the node lifecycle and taint
+	// controllers keep writing it for a while, past DefaultRetry's 50 ms.)
 	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = retry.RetryOnConflict(wait.Backoff{Steps: 40, Duration: 50 * time.Millisecond, Factor: 1.2, Cap: time.Second}, func() error {
 		node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
