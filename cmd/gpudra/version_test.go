@@ -4,26 +4,14 @@
 package main
 
 import (
-	"bytes"
-	"strings"
 	"testing"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/version"
+	"github.com/spf13/cobra"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/versiontest"
 )
 
 // TestVersionFlag: --version and `version --client` print the build (pkg/version) and runs nothing else.
 func TestVersionFlag(t *testing.T) {
-	for _, a := range [][]string{{"--version"}, {"version", "--client"}} {
-		cmd := newRoot("gpudra")
-		var out bytes.Buffer
-		cmd.SetOut(&out)
-		cmd.SetErr(&out)
-		cmd.SetArgs(a)
-		if err := cmd.Execute(); err != nil {
-			t.Fatalf("%v: %v", a, err)
-		}
-		if !strings.Contains(out.String(), version.Get().String()) {
-			t.Errorf("%v printed %q, want the build %q", a, out.String(), version.Get().String())
-		}
-	}
+	versiontest.RequirePrintsBuild(t, func() *cobra.Command { return newRoot("gpudra") }, []string{"--version"}, []string{"version", "--client"})
 }
