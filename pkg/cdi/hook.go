@@ -113,7 +113,10 @@ func checkRecordedSum(src, sum string) error {
 // link, owned by this process's user, executable, writable by no one
 // else, whose SHA-256 is sum (hex).
 func VerifyHook(path, sum string) error {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// O_NONBLOCK: a FIFO put where the hook belongs would otherwise hold
+	// the open (and start) until a writer came; it fails the regular-file
+	// check below instead.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}

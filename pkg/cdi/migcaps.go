@@ -5,6 +5,7 @@ package cdi
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"strings"
 
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/capfile"
 )
 
 // A process may use a MIG device only if it can open, besides the parent
@@ -84,16 +87,20 @@ type capability struct {
 	mode  uint32
 }
 
+// maxProcFile caps what is read of a procfs file (capfile: procfs files
+// are regular and report size 0; a simulated root is a directory anyone
+// may have put anything into).
+const maxProcFile = 64 << 10
+
 // readCapability parses one procfs capability file.
 func readCapability(path string) (capability, error) {
-	f, err := os.Open(path)
+	data, err := capfile.Read(path, maxProcFile)
 	if err != nil {
 		return capability{}, fmt.Errorf("MIG capability: %w", err)
 	}
-	defer f.Close()
 	var c capability
 	found := false
-	s := bufio.NewScanner(f)
+	s := bufio.NewScanner(bytes.NewReader(data))
 	for s.Scan() {
 		key, value, ok := strings.Cut(s.Text(), ":")
 		if !ok {
@@ -127,7 +134,7 @@ func readCapability(path string) (capability, error) {
 // charDeviceMajor finds a character device's major number in
 // /proc/devices.
 func charDeviceMajor(procDevices, name string) (int64, error) {
-	data, err := os.ReadFile(procDevices)
+	data, err := capfile.Read(procDevices, maxProcFile)
 	if err != nil {
 		return 0, fmt.Errorf("find the %s device major: %w", name, err)
 	}

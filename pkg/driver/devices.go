@@ -24,9 +24,13 @@ import (
 // checkpoint.Store.Owning). GPUs on which they hold MIG devices this driver
 // created stay dynamically partitioned (rather than being taken for an
 // admin's static MIG layout) and keep publishing the profiles of those
-// devices even where --mig-profiles no longer lists them, and a held
-// monitor device stays published with monitor devices turned off, so that
-// their claims keep their devices and can be unprepared. A dynamic MIG
+// devices even where --mig-profiles no longer lists them or the
+// DynamicMIG gate is off; a held monitor device stays published with
+// monitor devices turned off, a VM's GPU keeps its vfio device with
+// passthrough turned off, and a GPU with held memory shares stays
+// shareable with memory fractions turned off, so that their claims keep
+// their devices, the scheduler keeps counting what they occupy, and they
+// can be unprepared (issue 47). A dynamic MIG
 // device held under the name it had before names carried the profile ID
 // is published under that name too (Options.HeldLegacyMigNames). The
 // plugin and --print-slices both use it.
@@ -36,10 +40,18 @@ func DeviceTable(inv *nvdev.Inventory, o resourceslices.Options, records []check
 	o.HeldMigProfiles = map[string][]string{}
 	o.HeldMonitors = map[string]bool{}
 	o.HeldLegacyMigNames = map[string]string{}
+	o.HeldPassthrough = map[string]bool{}
+	o.HeldShares = map[string]bool{}
 	for _, rec := range records {
 		for _, d := range rec.Devices {
 			if deviceattr.IsMonitorDeviceName(d.Device) {
 				o.HeldMonitors[d.UUID] = true
+			}
+			if d.Vfio != nil {
+				o.HeldPassthrough[d.UUID] = true
+			}
+			if d.ShareID != "" && d.Mig == nil && d.Vfio == nil {
+				o.HeldShares[d.UUID] = true
 			}
 			if d.Mig != nil && d.Mig.Dynamic {
 				o.DynamicParents[d.Mig.ParentUUID] = true

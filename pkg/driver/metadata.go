@@ -22,8 +22,11 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/capfile"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
@@ -101,9 +104,56 @@ func recordOf(devices []kubeletplugin.Device, records []checkpoint.PreparedDevic
 	return checkpoint.PreparedDevice{}, false
 }
 
+// entryOf is the published entry of a recorded device's own hardware
+// (issue 47): the entry of its name when that is the recorded GPU (the
+// parent of a MIG device, at the recorded placement), else the one that
+// is, published under another name (the GPUs were renumbered by a reboot
+// or a driver reload). None when the node publishes its hardware under no
+// name: the attributes then come from the record alone, never from the
+// device another GPU's name now means.
+func (m *deviceMetadata) entryOf(rec checkpoint.PreparedDevice) resourceslices.Entry {
+	named, ok := m.published[rec.Device]
+	if ok && sameHardware(named, rec, named.Kind) {
+		return named
+	}
+	kind := configapi.WholeGPU
+	switch {
+	case rec.Vfio != nil:
+		kind = configapi.VFIO
+	case rec.Mig != nil && rec.Mig.Dynamic:
+		kind = configapi.DynamicMIG
+	case rec.Mig != nil:
+		kind = configapi.MIG
+	case deviceattr.IsMonitorDeviceName(rec.Device):
+		kind = configapi.Monitor
+	}
+	var found resourceslices.Entry
+	for name, e := range m.published {
+		if sameHardware(e, rec, kind) && (found.GPU == nil || name < found.Device.Name) {
+			found = e
+		}
+	}
+	return found
+}
+
+// sameHardware reports whether a published entry of kind is a recorded
+// device's hardware.
+func sameHardware(e resourceslices.Entry, rec checkpoint.PreparedDevice, kind configapi.DeviceKind) bool {
+	if e.GPU == nil || e.Kind != kind || e.GPU.UUID != ledger.Of(rec).GPU {
+		return false
+	}
+	switch {
+	case rec.Vfio != nil:
+		return e.Kind == configapi.VFIO
+	case rec.Mig != nil:
+		return e.Kind.IsMIG() && e.Start == rec.Mig.Start && e.Profile.Name == rec.Mig.Profile && e.Kind == kind
+	}
+	return e.Kind == configapi.WholeGPU || e.Kind == configapi.Monitor
+}
+
 // attributes of one prepared device.
 func (m *deviceMetadata) attributes(rec checkpoint.PreparedDevice) map[string]resourceapi.DeviceAttribute {
-	entry := m.published[rec.Device]
+	entry := m.entryOf(rec)
 	pub := entry.Device
 	attrs := make(map[string]resourceapi.DeviceAttribute, len(pub.Attributes)+16)
 	for name, a := range resourceslices.MigDetails(m.inv, entry) {
@@ -227,10 +277,16 @@ func (d *Driver) sweepMetadata(ctx context.Context) int {
 	return removed
 }
 
+// maxMetadataSpecSize caps what is read of a metadata CDI spec: the
+// helper's are a few hundred bytes. The CDI directory is every CDI user's.
+const maxMetadataSpecSize = 1 << 20
+
 // readMetadataSpec returns the claim UID of a metadata CDI spec and the
-// claim directories (under base) of the files it mounts.
+// claim directories (under base) of the files it mounts. Anything but a
+// regular file of at most maxMetadataSpecSize is no spec the helper wrote
+// (pkg/capfile: a FIFO is never opened for a blocking read).
 func readMetadataSpec(path, driverName, base string) (types.UID, []string, bool) {
-	data, err := os.ReadFile(path)
+	data, err := capfile.Read(path, maxMetadataSpecSize)
 	if err != nil {
 		return "", nil, false
 	}

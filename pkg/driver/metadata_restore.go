@@ -49,6 +49,10 @@ import (
 
 var metadataCodecs = serializer.NewCodecFactory(install.NewScheme())
 
+// maxMetadataFileSize caps what is read of a claim's metadata file: one
+// request's devices and their attributes, a few KiB each.
+const maxMetadataFileSize = 4 << 20
+
 // restoreMetadata writes again the metadata of every prepared claim whose
 // metadata file the helper wrote at prepare; what is unchanged is left as
 // it is. A claim prepared without metadata (the kubelet holds no metadata
@@ -100,7 +104,9 @@ func (d *Driver) restoreMetadata(ctx context.Context) int {
 func (d *Driver) rewriteRequestMetadata(rec checkpoint.PreparedClaim, req string, devs []kubeletplugin.Device) (bool, error) {
 	baseReq := resourceclaim.BaseRequestRef(req)
 	file := filepath.Join(d.cfg.PluginDir, metadataSubDir, rec.Namespace+"_"+rec.Name, baseReq, "metadata.json")
-	old, err := os.ReadFile(file)
+	// The plugin directory is the plugin's, but what is in it is not
+	// trusted to be a file (pkg/capfile: no blocking open, size cap).
+	old, err := capfile.Read(file, maxMetadataFileSize)
 	if os.IsNotExist(err) {
 		return false, nil // prepared without device metadata
 	} else if err != nil {
@@ -159,7 +165,7 @@ func (d *Driver) rewriteRequestMetadata(rec checkpoint.PreparedClaim, req string
 		return changed, err
 	}
 	path := filepath.Join(d.cfg.CDIDir, fmt.Sprintf("%s_metadata_%s_%s.json", d.cfg.DriverName, rec.UID, baseReq))
-	if now, err := os.ReadFile(path); err == nil && bytes.Equal(now, data) {
+	if now, err := capfile.Read(path, maxMetadataSpecSize); err == nil && bytes.Equal(now, data) {
 		return changed, nil
 	}
 	if err := os.MkdirAll(d.cfg.CDIDir, 0o755); err != nil {

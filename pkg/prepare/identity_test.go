@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -209,8 +210,9 @@ func TestPassthroughUnprepareOfVanishedGPU(t *testing.T) {
 // GPUs are named by minor. After a reboot (or a driver reload) that
 // renumbered them, a claim's device name means another GPU: the claim is
 // not restored onto that GPU (its CDI spec would hand the pod someone
-// else's GPU), keeps its own GPU held by UUID, and a new claim of the name
-// that now means its GPU is refused.
+// else's GPU) but onto its own, found by UUID, whose device file its spec
+// names now (issue 47); it keeps its GPU held by UUID, and a new claim of
+// the name that now means its GPU is refused.
 func TestRenumberedMinorsKeepEachClaimOnItsGPU(t *testing.T) {
 	n := newNode(t, "h100x2", false)
 	a := claim("a", dev(gpuName(0)))
@@ -219,14 +221,21 @@ func TestRenumberedMinorsKeepEachClaimOnItsGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	g0, g1 := n.inv.GPUs[0], n.inv.GPUs[1]
-	n.devices[gpuName(0)].GPU, n.devices[gpuName(1)].GPU = g1, g0 // minors swapped
+	m0, m1 := *g0, *g1
+	m0.Minor, m1.Minor = 1, 0 // minors swapped
+	n.devices[gpuName(0)].GPU, n.devices[gpuName(1)].GPU = &m1, &m0
 	n.restart()
 	report := n.state.RecoverLocal(context.Background())
-	if report.Unrestored != 1 {
-		t.Fatalf("claim a restored onto the GPU that now has its name: %+v", report)
+	if report.Unrestored != 0 || report.Restored != 1 {
+		t.Fatalf("claim a not restored onto its own GPU: %+v", report)
 	}
-	if spec, err := os.ReadFile(n.cdi.SpecPath("a")); err == nil && strings.Contains(string(spec), g1.UUID) {
-		t.Fatalf("claim a's CDI spec names GPU %s, not its own:\n%s", g1.UUID, spec)
+	spec, err := os.ReadFile(n.cdi.SpecPath("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(spec), g1.UUID) || !strings.Contains(string(spec), g0.UUID) ||
+		!strings.Contains(string(spec), strconv.Quote(n.sim.DevicePath(1))) || strings.Contains(string(spec), strconv.Quote(n.sim.DevicePath(0))) {
+		t.Fatalf("claim a's CDI spec does not name its own GPU %s (minor 1 now) only:\n%s", g0.UUID, spec)
 	}
 	if _, err := n.tryPrepare(claim("b", dev(gpuName(1)))); err == nil || !strings.Contains(err.Error(), "claim a") {
 		t.Fatalf("a new claim got GPU %s, which claim a holds: %v", g0.UUID, err)

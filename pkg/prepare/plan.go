@@ -116,14 +116,19 @@ func cdiDevices(records []checkpoint.PreparedDevice, planned []plannedDevice) []
 }
 
 // writeSpec writes the claim's CDI spec, carrying rec in its annotations so
-// that a lost checkpoint can be rebuilt from it (RecoverLocal). The spec's
+// that a lost checkpoint can be rebuilt from it (RecoverLocal), and the
+// hardware it names (HardwareAnnotation). The spec's
 // device names match the CDI IDs rec records (cdi.Writer.DeviceID).
 func (s *State) writeSpec(rec checkpoint.PreparedClaim, planned []plannedDevice) error {
 	annotations, err := checkpoint.SpecAnnotations(rec)
 	if err != nil {
 		return err
 	}
-	return s.CDI.Write(rec.UID, cdiDevices(rec.Devices, planned), annotations)
+	devices := cdiDevices(rec.Devices, planned)
+	// What hardware the spec names (identity.go): start rewrites a spec
+	// whose devices are not where it says any more.
+	annotations[HardwareAnnotation] = hardwareKey(devices)
+	return s.CDI.Write(rec.UID, devices, annotations)
 }
 
 // specIntact reports whether a claim's CDI spec is usable as it is: on

@@ -33,6 +33,9 @@ type killer struct {
 	armed  int // the point that kills, counting down; 0: none
 	killed bool
 	points int // points passed, for the report
+	// fifos are the FIFOs the test made, which a blocked start is let go
+	// from (runWithin).
+	fifos []string
 }
 
 func (k *killer) arm(at int) {

@@ -15,11 +15,12 @@ import (
 
 // TestOwnershipProperty's renumbered minors: a reboot after which the two
 // GPUs have each other's minor numbers (a card moved, or the driver
-// enumerated them in another order). Device names carry the minor, so
-// every name now means the other GPU's hardware; claims allocated before
-// keep their names in the API. The plugin must go by what each claim
-// holds: a claim whose name now means other hardware is not restored
-// there (it keeps its own GPU, idle), and a new claim that the scheduler
+// enumerated them in another order), or a driver reload in the same boot
+// (property_reload_test.go). Device names carry the minor, so a name can
+// now mean the other GPU's hardware; claims allocated before keep their
+// names in the API. The plugin must go by what each claim holds: a claim
+// whose name now means other hardware is not restored there but on its
+// own GPU, at that GPU's minor now, and a new claim that the scheduler
 // gives that GPU under its new name is refused.
 
 // renumberMinors swaps the GPUs' minors; what the node publishes follows.
@@ -47,13 +48,6 @@ func recordedGPU(d checkpoint.PreparedDevice) string {
 		return d.Mig.ParentUUID
 	}
 	return d.UUID
-}
-
-// sameHardware: the published device now is the one that was allocated
-// (a static MIG device's UUID changes at every boot; its place does not).
-func sameHardware(now, allocated *AllocatableDevice) bool {
-	return now != nil && now.Kind == allocated.Kind && now.GPU.UUID == allocated.GPU.UUID &&
-		now.Placement.Start == allocated.Placement.Start && now.Placement.Profile.Name == allocated.Placement.Profile.Name
 }
 
 // heldConflict is the test's model of two allocated devices that two

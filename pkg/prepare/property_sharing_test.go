@@ -34,6 +34,9 @@ type propRunner struct {
 	k       *killer
 	mu      sync.Mutex
 	running map[string]bool
+	// beside runs while a daemon starts, before its starter records it
+	// (property_reload_test.go: the start-up sweep).
+	beside func(uuid string)
 }
 
 func (r *propRunner) Start(_ context.Context, d *sharing.Daemon) error {
@@ -47,6 +50,9 @@ func (r *propRunner) Start(_ context.Context, d *sharing.Daemon) error {
 	r.mu.Lock()
 	r.running[d.DeviceUUID] = true
 	r.mu.Unlock()
+	if r.beside != nil {
+		r.beside(d.DeviceUUID)
+	}
 	r.k.point()
 	return nil
 }
@@ -113,7 +119,7 @@ func (p *prop) prepareShared(whole, migs []string) {
 		r.ShareID = &id
 		r.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{capMemory: resource.MustParse("10Gi")}
 		p.ops["fraction"]++
-		p.addLive(c)
+		p.addShared(c)
 		return
 	}
 	names := append(append([]string(nil), whole...), migs...)
@@ -130,7 +136,23 @@ func (p *prop) prepareShared(whole, migs []string) {
 		c.Status.Allocation.Devices.Config[0].Opaque.Parameters.Raw = []byte(`{"apiVersion":"resource.nvidia.com/v1beta1","kind":"MigDeviceConfig","sharing":{"strategy":"MPS"}}`)
 	}
 	p.ops["mps"]++
-	p.addLive(c)
+	p.addShared(c)
+}
+
+// addShared prepares a claim under MPS; with MPS not offered (mpsOff) it
+// is refused, and the kubelet unprepares it.
+func (p *prop) addShared(c *resourceapi.ResourceClaim) {
+	if !p.mpsOff {
+		p.addLive(c)
+		return
+	}
+	p.ops["refused: MPS off"]++
+	if _, err := p.n.state.Prepare(p.t.Context(), c); err == nil {
+		p.fail("claim %s under MPS prepared with MPS turned off", c.UID)
+	}
+	if err := p.n.state.Unprepare(p.t.Context(), ref(c)); err != nil {
+		p.fail("unprepare refused claim %s: %v", c.UID, err)
+	}
 }
 
 func (p *prop) addLive(c *resourceapi.ResourceClaim) {

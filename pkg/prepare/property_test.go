@@ -29,15 +29,19 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/vfio"
 )
 
-// TestOwnershipProperty (issues 28 and 38): random sequences of prepare
-// (whole GPUs, time-sliced, under MPS, memory fractions, admin access,
-// monitor devices, dynamic and static MIG devices, GPUs passed through to
-// VMs), unprepare, plugin restart, reboot (in which the buses may be
-// renumbered, so that a VM's recorded PCI address names another GPU), a
-// GPU lost and back, an admin partitioning an idle GPU, chart values
-// changed (dynamic MIG, passthrough, monitor devices, --mig-profiles),
-// downgrade and upgrade, with kills (property_kill_test.go) at random
-// points of prepares, unprepares, sysfs writes and start-up. After every
+// TestOwnershipProperty (issues 28, 38 and 47): random sequences of
+// prepare (whole GPUs, time-sliced, under MPS, memory fractions, admin
+// access, monitor devices, dynamic and static MIG devices, GPUs passed
+// through to VMs), unprepare, plugin restart, reboot (in which the buses
+// may be renumbered, so that a VM's recorded PCI address names another
+// GPU), a driver reload in the same boot that renumbers the GPUs' minors
+// (property_reload_test.go), a GPU lost and back, an admin partitioning an
+// idle GPU, chart values and feature gates changed per GPU and for the
+// whole node (dynamic MIG, passthrough, MPS, monitor devices,
+// --mig-profiles), downgrade and upgrade, the start-up sweep of unowned
+// MPS daemons beside the prepares that start them, with kills
+// (property_kill_test.go) at random points of prepares, unprepares, sysfs
+// writes and start-up. After every
 // step: no hardware is held by two claims, no MIG device, binding or CDI
 // spec of a live claim is gone, no GPU is on vfio-pci that no VM claim
 // holds, nothing is recorded or made for a claim that is not live; at the
@@ -99,6 +103,12 @@ type prop struct {
 	// noMonitors: monitor devices turned off; fewProfiles: --mig-profiles
 	// lists only some profiles. Held devices stay published either way.
 	noMonitors, fewProfiles bool
+	// dynOff: the DynamicMIG gate is off for the node; heldHidden: the
+	// node then publishes nothing of the dynamic MIG devices records hold
+	// (property_reload_test.go). ptAllOff: passthrough off for every GPU
+	// (a VM's GPU stays published while held). mpsOff: MPS is not among
+	// the strategies offered.
+	dynOff, heldHidden, ptAllOff, mpsOff bool
 	// static: an admin partitioned the GPU (static MIG devices).
 	static map[int]bool
 	mps    *propRunner
@@ -112,7 +122,7 @@ type prop struct {
 func newProp(t *testing.T, seed uint64) *prop {
 	n := newNode(t, "h100x2", true)
 	p := &prop{t: t, n: n, rng: rand.New(rand.NewPCG(seed, 28)), k: &killer{}, lost: map[int]bool{}, migOff: map[int]bool{}, ptOff: map[int]bool{}, live: map[types.UID]*liveClaim{}, ops: map[string]int{}}
-	p.mps = &propRunner{k: p.k, running: map[string]bool{}}
+	p.mps = &propRunner{k: p.k, running: map[string]bool{}, beside: p.sweepBeside}
 	p.static = map[int]bool{}
 	host := n.sim.VFIO()
 	write := host.Write
@@ -138,10 +148,17 @@ func newProp(t *testing.T, seed uint64) *prop {
 // only the MIG devices that records hold.
 func (p *prop) publish() map[string]*AllocatableDevice {
 	held := map[string]bool{}
+	heldVM, heldMig := map[string]bool{}, map[string]bool{}
 	records, _ := checkpoint.ReadOnly(filepath.Join(p.n.dir, "checkpoint"))
 	for _, r := range records {
 		for _, d := range r.Devices {
 			held[d.Device] = true
+			if d.Vfio != nil {
+				heldVM[d.UUID] = true
+			}
+			if d.Mig != nil && d.Mig.Dynamic {
+				heldMig[d.Mig.ParentUUID] = true
+			}
 		}
 	}
 	out := map[string]*AllocatableDevice{}
@@ -153,18 +170,22 @@ func (p *prop) publish() map[string]*AllocatableDevice {
 			p.publishStatic(out, g, held)
 			continue
 		}
+		// With the DynamicMIG gate off, a GPU stays dynamic while records
+		// hold MIG devices of it, unless its node publishes them not.
+		dynamic := !p.migOff[i] && !p.dynOff
+		keepHeld := !p.dynOff || !p.heldHidden
 		name := gpuName(g.Minor)
-		out[name] = &AllocatableDevice{Name: name, Kind: configapi.WholeGPU, GPU: g, Partitionable: !p.migOff[i]}
+		out[name] = &AllocatableDevice{Name: name, Kind: configapi.WholeGPU, GPU: g, Partitionable: dynamic || (heldMig[g.UUID] && keepHeld && !p.migOff[i])}
 		if !p.noMonitors || held[monitorName(g.Minor)] {
 			out[monitorName(g.Minor)] = &AllocatableDevice{Name: monitorName(g.Minor), Kind: configapi.Monitor, GPU: g}
 		}
-		if !p.ptOff[i] {
-			out[vfioName(g.Minor)] = &AllocatableDevice{Name: vfioName(g.Minor), Kind: configapi.VFIO, GPU: g, Partitionable: !p.migOff[i]}
+		if !p.ptOff[i] && (!p.ptAllOff || heldVM[g.UUID]) {
+			out[vfioName(g.Minor)] = &AllocatableDevice{Name: vfioName(g.Minor), Kind: configapi.VFIO, GPU: g, Partitionable: out[name].Partitionable}
 		}
 		for _, prof := range g.MigProfiles {
 			for _, pl := range prof.Placements {
 				name := migName(g.Minor, prof.Name, pl.Start)
-				if (!p.migOff[i] && (!p.fewProfiles || fewProfiles[prof.Name])) || held[name] {
+				if (dynamic && (!p.fewProfiles || fewProfiles[prof.Name])) || (held[name] && keepHeld) {
 					out[name] = &AllocatableDevice{Name: name, Kind: configapi.DynamicMIG, GPU: g, Placement: mig.Placement{Profile: prof, Start: pl.Start, Size: pl.Size}}
 				}
 			}
@@ -185,10 +206,10 @@ func (p *prop) restart() {
 		}
 		p.n.cdi, p.n.state.CDI = w, w
 		p.n.state.Sharing.TimeSlicer = killSlicer{p.n.sim, p.k}
-		p.n.state.Sharing.Allowed[configapi.MpsStrategy] = true
+		p.n.state.Sharing.Allowed[configapi.MpsStrategy] = !p.mpsOff
 		p.n.state.Sharing.MPS = &sharing.MPS{Root: filepath.Join(p.n.dir, "mps"), Runner: p.mps, ReadyTimeout: 2e9}
 		p.maybeArm()
-		if !p.k.run(func() { p.n.state.RecoverLocal(p.t.Context()) }) {
+		if !p.k.runWithin(p.t, startWatchdog, func() { p.n.state.RecoverLocal(p.t.Context()) }) {
 			// Then, in the background: stale claims and unowned MPS
 			// daemons (RemoveStale), and the claims' daemons started
 			// again (the supervisor).
@@ -223,6 +244,9 @@ func (p *prop) randomStep() {
 		{"mig-off-on", 4, p.toggleMig}, {"downgrade", 3, p.downgrade}, {"upgrade", 3, p.upgrade},
 		{"passthrough-off-on", 3, p.togglePassthrough}, {"monitors-off-on", 2, p.toggleMonitors},
 		{"mig-profiles", 2, p.toggleProfiles}, {"static-mig", 3, p.toggleStatic},
+		{"driver-reload", 4, p.driverReload}, {"dynamic-mig-gate", 3, p.toggleDynamicMIGGate},
+		{"passthrough-gate", 2, p.togglePassthroughGate}, {"mps-gate", 2, p.toggleMPSGate},
+		{"fifo-in-cdi-dir", 1, p.fifoInCDIDir},
 	}
 	total := 0
 	for _, o := range ops {
@@ -439,16 +463,16 @@ func (p *prop) prepareLive(lc *liveClaim, mayKill bool) {
 }
 
 // mayFail: a claim whose record a newer driver wrote is refused; one whose
-// GPU is lost, or whose device's name now means other hardware (minors
-// renumbered at a reboot) or nothing, cannot be restored.
+// GPU is lost cannot be restored. Every other claim is restored on its own
+// hardware, found by identity, whatever its device's name means now
+// (minors renumbered at a reboot or a driver reload) and whether the node
+// publishes it (a gate or chart value turned off): issue 47.
 func (p *prop) mayFail(lc *liveClaim) bool {
 	if lc.newer != nil {
 		return true
 	}
-	for i, name := range lc.devices {
-		held := lc.held[i]
-		g := p.gpuIndex(held.GPU.UUID)
-		if p.lost[g] || (held.Kind == configapi.VFIO && p.ptOff[g]) || !sameHardware(p.n.devices[name], held) {
+	for _, held := range lc.held {
+		if p.lost[p.gpuIndex(held.GPU.UUID)] {
 			return true
 		}
 	}
@@ -686,6 +710,7 @@ func (p *prop) finish() {
 	clear(p.migOff)
 	clear(p.ptOff)
 	p.noMonitors, p.fewProfiles = false, false
+	p.dynOff, p.heldHidden, p.ptAllOff, p.mpsOff = false, false, false, false
 	p.upgrade()
 	p.restart()
 	for uid, lc := range p.live {

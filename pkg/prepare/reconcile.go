@@ -96,10 +96,13 @@ func (s *State) release(rec checkpoint.PreparedClaim, at phase) error {
 		if err := s.releaseSharing(rec.UID, d.Sharing); err != nil {
 			return fmt.Errorf("device %s: %w", d.Device, err)
 		}
-		// Released by the kind the record says, from the record: a device
-		// no longer published (its GPU fell off the bus, or a chart value
-		// changed) is released as far as its kind can without it.
-		if err := devkind.OfRecord(d).Release(env, d, s.Devices[d.Device]); err != nil {
+		// Released by the kind the record says, on the record's own
+		// hardware (liveDevice: by UUID and placement, published under its
+		// name, under another one after a renumbering, or not at all after
+		// a chart value or feature gate was turned off); a device whose GPU
+		// is gone (fell off the bus) is released as far as its kind can
+		// without it.
+		if err := devkind.OfRecord(d).Release(env, d, s.liveDeviceOrNil(d)); err != nil {
 			return fmt.Errorf("device %s: %w", d.Device, err)
 		}
 	}

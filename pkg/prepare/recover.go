@@ -127,9 +127,9 @@ func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 			report.Restored++
 		}
 		report.Kept++
-		if missing := s.missingDevices(rec); len(missing) > 0 {
-			err := fmt.Errorf("devices %v are no longer offered by this node (a GPU lost, or a chart value changed); the claim keeps its other devices and its CDI spec until the kubelet unprepares it", missing)
-			report.problem(logger, err, "Prepared claim names devices this node no longer offers", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
+		if moved := s.movedDevices(rec); len(moved) > 0 {
+			err := fmt.Errorf("devices %v are no longer offered under their names (a chart value or feature gate changed, or the GPUs were renumbered by a driver reload); the claim keeps its hardware, found by UUID, until the kubelet unprepares it", moved)
+			report.problem(logger, err, "Prepared claim names devices this node no longer offers as its hardware", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
 		}
 	}
 	report.UnownedMig = s.destroyUnownedMig(logger, &report)
@@ -225,12 +225,10 @@ func (s *State) unprepareIf(ctx context.Context, uid types.UID, check func(check
 // that no prepared claim owns: what a crash between "created" and
 // "checkpointed" leaves behind.
 func (s *State) destroyUnownedMig(logger klog.Logger, report *RecoveryReport) int {
-	v := s.Ledger.View()
-	if v.Opaque() {
+	if s.Ledger.View().Opaque() {
 		logger.Info("A newer driver's record cannot be read: leaving every MIG device as it is")
 		return 0
 	}
-	owned := v.OwnedMig()
 	destroyed := 0
 	seen := map[string]bool{}
 	for _, dev := range s.Devices {
@@ -243,24 +241,39 @@ func (s *State) destroyUnownedMig(logger klog.Logger, report *RecoveryReport) in
 			continue
 		}
 		seen[gpu.UUID] = true
-		existing, err := nvdev.ExistingMigDevices(gpu.Device, gpu.MigProfiles)
-		if err != nil {
-			report.problem(logger, err, "Listing MIG devices", "gpu", gpu.UUID)
+		destroyed += s.destroyUnownedMigOn(logger, report, gpu)
+	}
+	return destroyed
+}
+
+// destroyUnownedMigOn is destroyUnownedMig on one GPU, under the GPU's
+// lock, with the ledger read under it: every start-up cleanup decides
+// ownership so.
+func (s *State) destroyUnownedMigOn(logger klog.Logger, report *RecoveryReport, gpu *nvdev.GPU) int {
+	defer s.deviceLocks.Lock(gpu.UUID)()
+	v := s.Ledger.View()
+	if v.Opaque() {
+		return 0
+	}
+	owned := v.OwnedMig()
+	existing, err := nvdev.ExistingMigDevices(gpu.Device, gpu.MigProfiles)
+	if err != nil {
+		report.problem(logger, err, "Listing MIG devices", "gpu", gpu.UUID)
+		return 0
+	}
+	destroyed := 0
+	for _, m := range existing {
+		if owned[ledger.MigKey{Parent: gpu.UUID, GIID: m.GIID}] {
 			continue
 		}
-		for _, m := range existing {
-			if owned[ledger.MigKey{Parent: gpu.UUID, GIID: m.GIID}] {
-				continue
-			}
-			if err := mig.Destroy(gpu.Device, m.GIID, m.CIID); err != nil {
-				report.problem(logger, err, "Destroying a MIG device no claim owns", "gpu", gpu.UUID, "gpuInstance", m.GIID)
-				continue
-			}
-			destroyed++
+		if err := mig.Destroy(gpu.Device, m.GIID, m.CIID); err != nil {
+			report.problem(logger, err, "Destroying a MIG device no claim owns", "gpu", gpu.UUID, "gpuInstance", m.GIID)
+			continue
 		}
-		if err := mig.DisableIfEmpty(gpu.Device, gpu.MigProfiles); err != nil {
-			report.problem(logger, err, "Turning MIG mode off on an empty GPU", "gpu", gpu.UUID)
-		}
+		destroyed++
+	}
+	if err := mig.DisableIfEmpty(gpu.Device, gpu.MigProfiles); err != nil {
+		report.problem(logger, err, "Turning MIG mode off on an empty GPU", "gpu", gpu.UUID)
 	}
 	return destroyed
 }
@@ -282,9 +295,9 @@ func (s *State) isStale(ctx context.Context, getClaim ClaimGetter, rec checkpoin
 
 // stopUnownedMPS stops MPS daemons that no prepared claim uses, e.g. those
 // of a claim whose record was damaged and moved aside. Whether a daemon is
-// owned is read under the lock of its GPU, the one prepare and unprepare
-// hold: a daemon a prepare started before its record names it (a dynamic
-// MIG device's) is not taken for unowned. A GPU whose lock is busy is left
+// owned is read under the lock of its GPU (a MIG device's parent: gpuOf),
+// the one prepare and unprepare hold: a daemon a prepare started before
+// its record names it (a dynamic MIG device's) is not taken for unowned. A GPU whose lock is busy is left
 // for the next pass rather than waited for: a prepare can wait long for
 // its daemon.
 func (s *State) stopUnownedMPS(logger klog.Logger, report *RecoveryReport) int {
@@ -293,7 +306,11 @@ func (s *State) stopUnownedMPS(logger klog.Logger, report *RecoveryReport) int {
 	}
 	stopped := 0
 	for _, d := range s.Sharing.MPS.Daemons() {
-		unlock, ok := s.deviceLocks.TryLock(s.gpuOf(d.DeviceUUID))
+		gpu, known := s.gpuOf(d.DeviceUUID)
+		if !known {
+			continue
+		}
+		unlock, ok := s.deviceLocks.TryLock(gpu)
 		if !ok {
 			continue
 		}
@@ -319,22 +336,53 @@ func (s *State) stopUnownedMPS(logger klog.Logger, report *RecoveryReport) int {
 }
 
 // gpuOf is the lock key of the GPU a device UUID (a GPU's or a MIG
-// device's) belongs to; the UUID itself when no record or published device
-// knows it.
-func (s *State) gpuOf(uuid string) string {
+// device's) belongs to: its parent GPU for a MIG device, found by what
+// the node publishes, by the records, and else by the MIG devices that
+// exist now on each GPU: a dynamic MIG device that a prepare is making has
+// a UUID from its creation on, and its record names it only once its MPS
+// daemon is up. The UUID itself when nothing knows it (the device is gone,
+// so nothing is making it). It reports false when it cannot tell yet: a
+// GPU it would look at is busy (a prepare or unprepare holds its lock, and
+// may be making that MIG device), so the caller looks again next time.
+func (s *State) gpuOf(uuid string) (string, bool) {
+	gpus := map[string]*nvdev.GPU{}
 	for _, dev := range s.Devices {
 		if dev.GPU.UUID == uuid || (dev.StaticUUID != "" && dev.StaticUUID == uuid) {
-			return dev.LockKey()
+			return dev.LockKey(), true
 		}
+		gpus[dev.GPU.UUID] = dev.GPU
 	}
 	for _, rec := range s.Ledger.View().Records() {
 		for _, d := range rec.Devices {
 			if d.UUID == uuid && d.Mig != nil {
-				return d.Mig.ParentUUID
+				return d.Mig.ParentUUID, true
 			}
 		}
 	}
-	return uuid
+	for _, g := range gpus {
+		if len(g.MigProfiles) == 0 {
+			continue
+		}
+		// The GPU's handle is read, and NVML asked, under its lock (a VM's
+		// GPU coming back gets a new handle under it).
+		unlock, ok := s.deviceLocks.TryLock(g.UUID)
+		if !ok {
+			return "", false
+		}
+		found := false
+		if g.Device != nil {
+			if existing, err := nvdev.ExistingMigDevices(g.Device, g.MigProfiles); err == nil { // else MIG mode off: none there
+				for _, m := range existing {
+					found = found || m.UUID == uuid
+				}
+			}
+		}
+		unlock()
+		if found {
+			return g.UUID, true
+		}
+	}
+	return uuid, true
 }
 
 // restoreOrder is the order start restores kept claims in: claims without

@@ -46,24 +46,32 @@ func (s *State) configuredAway(rec checkpoint.PreparedClaim) bool {
 	}
 	env := s.env(s.addressTrusted(rec))
 	for _, d := range rec.Devices {
-		if !devkind.OfRecord(d).StillConfigured(env, d, s.Devices[d.Device]) {
+		// Checked on the record's own hardware (liveDevice), wherever its
+		// name points now.
+		if !devkind.OfRecord(d).StillConfigured(env, d, s.liveDeviceOrNil(d)) {
 			return true
 		}
 	}
 	return false
 }
 
-// restore makes a kept claim's devices what its record says they are. A
-// claim whose devices lost their configuration is configured again at its
+// restore makes a kept claim's devices what its record says they are.
+// Every device is found on the node by identity first (liveDevice: the GPU
+// by UUID, a MIG device by parent and placement, a VM's GPU by UUID and
+// address), whatever the boot and whatever its name means now. A claim
+// whose devices lost their configuration is configured again at its
 // recorded placements (adopting a MIG device already there, restoreMig),
 // its time slices set again (MPS daemons are left to the supervisor, so
 // that start never waits for one), and its CDI spec rewritten. A claim
 // whose devices kept their configuration is left as it is, hardware
-// included: only a missing or damaged CDI spec is rewritten. On failure
-// the claim is marked unrestored, what this attempt configured is undone
-// and nothing else: the claim keeps its record and its hardware (it stays
-// held) until the kubelet unprepares it. The caller holds the claim's
-// locks, or runs before the kubelet is served.
+// included: only a CDI spec that is missing, damaged or written for other
+// device files than its hardware's now (the GPUs were renumbered by a
+// driver reload) is rewritten. A claim whose hardware is gone fails, and
+// its spec, which may name another claim's device file now, goes. On
+// failure the claim is marked unrestored, what this attempt configured is
+// undone and nothing else: the claim keeps its record and its hardware
+// (it stays held) until the kubelet unprepares it. The caller holds the
+// claim's locks, or runs before the kubelet is served.
 func (s *State) restore(logger klog.Logger, rec checkpoint.PreparedClaim) (reconfigured bool, err error) {
 	reconfigure := s.configuredAway(rec)
 	return reconfigure, s.restoreAs(logger, rec, reconfigure)
@@ -76,6 +84,10 @@ type restoreAttempt struct {
 	reconfigure bool
 	created     []int // devices whose MIG device this attempt made
 	timeSlices  []int // devices whose time slice this attempt set
+	// staleSpec: the claim's CDI spec may name device files that are
+	// not its hardware's (its hardware is gone, or moved and the spec
+	// could not be written again): a failure removes it.
+	staleSpec bool
 }
 
 func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reconfigure bool) error {
@@ -102,28 +114,19 @@ func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reco
 		}
 	}
 	a := &restoreAttempt{rec: rec, reconfigure: reconfigure}
-	if !reconfigure && s.specIntact(rec.UID) {
-		// Nothing to configure and nothing to write: a device no longer
-		// offered (a lost GPU, a chart value changed) keeps its claim's
-		// other devices as they are, and the pod keeps running
-		// (RecoverLocal reports it: missingDevices).
-		s.Ledger.Restored(rec.UID)
-		return nil
-	}
 	planned := make([]plannedDevice, 0, len(a.rec.Devices))
 	for i := range a.rec.Devices {
 		d := &a.rec.Devices[i]
-		dev, ok := s.Devices[d.Device]
-		if !ok {
-			return s.failRestore(a, fmt.Errorf("device %s is no longer on this node", d.Device))
-		}
 		// GPUs are named by minor: after a reboot or a driver reload the
-		// name can mean another GPU, or another placement. The claim keeps
-		// its own hardware (the ledger holds it by UUID) and never gets
-		// that device's.
-		if err := dev.Behavior().Matches(*d, dev); err != nil {
+		// name can mean another GPU, or another placement, or nothing. The
+		// claim keeps its own hardware (the ledger holds it by UUID) and
+		// never gets that device's.
+		dev, err := s.liveDevice(*d)
+		if err != nil {
+			a.staleSpec = true
 			return s.failRestore(a, err)
 		}
+		var extra extraEdits
 		if reconfigure {
 			made, err := s.reconfigureDevice(a.rec, d, dev)
 			if made {
@@ -132,15 +135,35 @@ func (s *State) restoreAs(logger klog.Logger, rec checkpoint.PreparedClaim, reco
 			if err != nil {
 				return s.failRestore(a, fmt.Errorf("device %s: %w", d.Device, err))
 			}
-		}
-		extra, err := s.sharingEdits(d.Sharing, reconfigure)
-		if reconfigure && d.Sharing != nil && d.Sharing.Strategy == configapi.TimeSlicingStrategy {
-			a.timeSlices = append(a.timeSlices, i)
-		}
-		if err != nil {
-			return s.failRestore(a, fmt.Errorf("device %s: %w", d.Device, err))
+			extra, err = s.sharingEdits(d.Sharing, true)
+			if d.Sharing != nil && d.Sharing.Strategy == configapi.TimeSlicingStrategy {
+				a.timeSlices = append(a.timeSlices, i)
+			}
+			if err != nil {
+				return s.failRestore(a, fmt.Errorf("device %s: %w", d.Device, err))
+			}
 		}
 		planned = append(planned, plannedDevice{device: dev, extra: extra})
+	}
+	if !reconfigure {
+		if s.specCurrent(a.rec, planned) {
+			// Nothing to configure and nothing to write: the spec names
+			// the claim's hardware as it is now. A device no longer
+			// published under its name keeps its hardware and the pod
+			// keeps running (RecoverLocal reports it: movedDevices).
+			s.Ledger.Restored(rec.UID)
+			return nil
+		}
+		// Missing, damaged, or written for other device files: from here
+		// on the spec on disk is not to be kept should this attempt fail.
+		a.staleSpec = true
+		for i := range planned {
+			extra, err := s.sharingEdits(a.rec.Devices[i].Sharing, false)
+			if err != nil {
+				return s.failRestore(a, fmt.Errorf("device %s: %w", a.rec.Devices[i].Device, err))
+			}
+			planned[i].extra = extra
+		}
 	}
 	logger.Info("Writing CDI spec from the checkpoint", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
 	if reconfigure {
@@ -172,17 +195,6 @@ func (s *State) locateVMGPUs(rec *checkpoint.PreparedClaim) bool {
 		}
 	}
 	return located
-}
-
-// missingDevices are the devices of a record this node no longer offers.
-func (s *State) missingDevices(rec checkpoint.PreparedClaim) []string {
-	var out []string
-	for _, d := range rec.Devices {
-		if _, ok := s.Devices[d.Device]; !ok {
-			out = append(out, d.Device)
-		}
-	}
-	return out
 }
 
 // forgetInstances clears the MIG identities of dynamic MIG devices.
@@ -220,8 +232,9 @@ func (s *State) reconfigureDevice(rec checkpoint.PreparedClaim, d *checkpoint.Pr
 
 // failRestore undoes what a failed restore attempt configured (the MIG
 // devices it made or adopted, the time slices it set) and marks the
-// claim. Nothing else is touched: a claim
-// whose devices kept their configuration keeps its CDI spec. The record
+// claim. Nothing else is touched: a claim whose devices kept their
+// configuration keeps its CDI spec, unless that spec is not its
+// hardware's (staleSpec). The record
 // stays, and the claim keeps holding its devices, so that the kubelet's
 // unprepare finds it and a later start or prepare tries again.
 func (s *State) failRestore(a *restoreAttempt, cause error) error {
@@ -232,13 +245,16 @@ func (s *State) failRestore(a *restoreAttempt, cause error) error {
 	env := s.env(s.addressTrusted(rec))
 	for _, i := range a.created {
 		d := rec.Devices[i]
-		if dev, ok := s.Devices[d.Device]; ok {
+		if dev := s.liveDeviceOrNil(d); dev != nil {
 			_ = dev.Behavior().Release(env, d, dev)
 		}
 	}
-	if a.reconfigure {
-		// The spec names devices as they were before the reboot or reset.
+	if a.reconfigure || a.staleSpec {
+		// The spec names devices as they were before the reboot, reset or
+		// driver reload: their files may be another claim's now.
 		_ = s.CDI.Remove(rec.UID)
+	}
+	if a.reconfigure {
 		forgetInstances(&rec)
 		rec.State = checkpoint.RestorePending
 		_ = s.Ledger.Record(rec)

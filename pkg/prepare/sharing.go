@@ -17,6 +17,7 @@ import (
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 )
 
@@ -324,11 +325,14 @@ func (s *State) superviseOnce(ctx context.Context) {
 // unprepared and prepared again with another allocation (same UID): only
 // the same allocation's daemon is started again.
 func (s *State) superviseDevice(ctx context.Context, listed checkpoint.PreparedClaim, d checkpoint.PreparedDevice) bool {
-	dev, ok := s.Devices[d.Device]
-	if !ok {
+	// The lock of the record's own GPU (the parent of a MIG device),
+	// whatever the node publishes under the device's name; none where
+	// that hardware is gone (a lost GPU has no daemon to run).
+	gpu := ledger.Of(d).GPU
+	if gpu == "" || s.liveDeviceOrNil(d) == nil {
 		return false
 	}
-	defer s.deviceLocks.Lock(dev.LockKey())()
+	defer s.deviceLocks.Lock(gpu)()
 	cur, still := s.Ledger.Get(listed.UID)
 	if !still || cur.State != checkpoint.PrepareCompleted || !sameAllocation(cur.Devices, listed.Devices) || !sameSharing(cur.Devices, d) {
 		return false

@@ -90,8 +90,17 @@ type Options struct {
 	FractionalGPUs []int
 	// DynamicParents are GPUs whose existing MIG devices this driver
 	// created (per its checkpoint): they stay dynamic rather than being
-	// mistaken for an admin's static MIG layout.
+	// mistaken for an admin's static MIG layout, with DynamicMIG turned off
+	// too (offering then only the profiles the checkpoint holds devices
+	// of), until their claims are unprepared.
 	DynamicParents map[string]bool
+	// HeldPassthrough are GPUs (by UUID) that the checkpoint holds for a
+	// VM: their vfio device stays published, consuming the GPU's
+	// counters, with Passthrough no longer selecting them.
+	HeldPassthrough map[string]bool
+	// HeldShares are GPUs (by UUID) of which the checkpoint holds memory
+	// shares: they stay Shareable with FractionalMemory turned off.
+	HeldShares map[string]bool
 	// NoMonitorDevices leaves out the GPUs' monitor devices (monitor.go):
 	// a node then publishes half the devices where GPUs are whole, which
 	// the scheduler's per-device CEL work scales with, but admin-access
@@ -145,6 +154,9 @@ const (
 )
 
 func (o Options) shares(g *nvdev.GPU) bool {
+	if o.HeldShares[g.UUID] {
+		return true
+	}
 	if !o.FractionalMemory {
 		return false
 	}
@@ -159,7 +171,7 @@ func (o Options) shares(g *nvdev.GPU) bool {
 func ModeOf(g *nvdev.GPU, o Options) Mode {
 	dynamic := o.DynamicMIG && g.MigCapable && len(o.dynamicProfiles(g)) > 0
 	switch {
-	case o.DynamicMIG && o.DynamicParents[g.UUID]:
+	case o.DynamicParents[g.UUID] && len(o.dynamicProfiles(g)) > 0:
 		return DynamicMIG
 	case g.MigEnabled && len(g.MigDevices) > 0:
 		return StaticMIG

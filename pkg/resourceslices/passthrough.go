@@ -67,9 +67,10 @@ func (p PassthroughSelector) Unmatched(inv *nvdev.Inventory) []string {
 }
 
 // passthroughOffered reports whether g, published in mode m, also gets a
-// vfio device: selected, with a PCI address, and used whole in that mode.
+// vfio device: selected (or held for a VM: Options.HeldPassthrough), with
+// a PCI address, and used whole in that mode.
 func passthroughOffered(g *nvdev.GPU, m Mode, o Options) bool {
-	return o.Passthrough.selects(g) && g.PCIBusID != "" && m != StaticMIG && WholeGPUPublished(g, m)
+	return (o.Passthrough.selects(g) || o.HeldPassthrough[g.UUID]) && g.PCIBusID != "" && m != StaticMIG && WholeGPUPublished(g, m)
 }
 
 // vfioDevice builds the passthrough device of g: what a VM and KubeVirt

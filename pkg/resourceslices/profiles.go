@@ -19,15 +19,17 @@ import (
 // dynamicProfiles returns the profiles of g whose placements are offered
 // for dynamic MIG, in the GPU's order: every profile when MigProfiles is
 // empty, else those it lists (exact names) and those the checkpoint holds
-// devices of. Only dynamic MIG is limited; an admin's MIG devices exist and
-// are always published.
+// devices of; with DynamicMIG off, only those the checkpoint holds devices
+// of (a GPU whose dynamic MIG devices claims still hold stays dynamic until
+// they are unprepared). Only dynamic MIG is limited; an admin's MIG devices
+// exist and are always published.
 func (o Options) dynamicProfiles(g *nvdev.GPU) []nvdev.MigProfile {
-	if len(o.MigProfiles) == 0 {
+	if len(o.MigProfiles) == 0 && o.DynamicMIG {
 		return g.MigProfiles
 	}
 	var out []nvdev.MigProfile
 	for _, p := range g.MigProfiles {
-		if slices.Contains(o.MigProfiles, p.Name) || slices.Contains(o.HeldMigProfiles[g.UUID], p.Name) {
+		if (o.DynamicMIG && slices.Contains(o.MigProfiles, p.Name)) || slices.Contains(o.HeldMigProfiles[g.UUID], p.Name) {
 			out = append(out, p)
 		}
 	}

@@ -136,7 +136,8 @@ func (dynamicMIG) Release(_ Env, rec checkpoint.PreparedDevice, dev *Device) err
 }
 
 // StillConfigured: the recorded MIG device still exists where the record
-// says (a reboot or a GPU reset takes it away).
+// says, with the recorded UUID (a reboot, a GPU reset or a driver reload
+// takes it away).
 func (dynamicMIG) StillConfigured(_ Env, rec checkpoint.PreparedDevice, dev *Device) bool {
 	if dev == nil || rec.Mig == nil || rec.Mig.GIID < 0 || dev.GPU.Device == nil {
 		return true
@@ -149,7 +150,10 @@ func (dynamicMIG) StillConfigured(_ Env, rec checkpoint.PreparedDevice, dev *Dev
 		return true // cannot tell; keep the record as it is
 	}
 	for _, m := range existing {
-		if m.GIID == rec.Mig.GIID && m.CIID == rec.Mig.CIID && m.Placement.Start == rec.Mig.Start && m.Profile.Name == rec.Mig.Profile {
+		// The same instance, by identity: a MIG device made again at the
+		// same place (after a driver reload) has another UUID, and the
+		// spec and the MPS daemon name the recorded one.
+		if m.GIID == rec.Mig.GIID && m.CIID == rec.Mig.CIID && m.Placement.Start == rec.Mig.Start && m.Profile.Name == rec.Mig.Profile && (rec.UUID == "" || m.UUID == rec.UUID) {
 			return true
 		}
 	}
