@@ -28,6 +28,7 @@ import (
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare/devkind"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
@@ -112,20 +113,9 @@ func recordOf(devices []kubeletplugin.Device, records []checkpoint.PreparedDevic
 // name: the attributes then come from the record alone, never from the
 // device another GPU's name now means.
 func (m *deviceMetadata) entryOf(rec checkpoint.PreparedDevice) resourceslices.Entry {
-	named, ok := m.published[rec.Device]
-	if ok && sameHardware(named, rec, named.Kind) {
+	kind := devkind.KindOf(rec)
+	if named, ok := m.published[rec.Device]; ok && sameHardware(named, rec, kind) {
 		return named
-	}
-	kind := configapi.WholeGPU
-	switch {
-	case rec.Vfio != nil:
-		kind = configapi.VFIO
-	case rec.Mig != nil && rec.Mig.Dynamic:
-		kind = configapi.DynamicMIG
-	case rec.Mig != nil:
-		kind = configapi.MIG
-	case deviceattr.IsMonitorDeviceName(rec.Device):
-		kind = configapi.Monitor
 	}
 	var found resourceslices.Entry
 	for name, e := range m.published {
@@ -136,19 +126,14 @@ func (m *deviceMetadata) entryOf(rec checkpoint.PreparedDevice) resourceslices.E
 	return found
 }
 
-// sameHardware reports whether a published entry of kind is a recorded
-// device's hardware.
+// sameHardware reports whether a published entry is a recorded device's
+// hardware: of its kind, on its GPU, and at its placement for a MIG
+// device.
 func sameHardware(e resourceslices.Entry, rec checkpoint.PreparedDevice, kind configapi.DeviceKind) bool {
 	if e.GPU == nil || e.Kind != kind || e.GPU.UUID != ledger.Of(rec).GPU {
 		return false
 	}
-	switch {
-	case rec.Vfio != nil:
-		return e.Kind == configapi.VFIO
-	case rec.Mig != nil:
-		return e.Kind.IsMIG() && e.Start == rec.Mig.Start && e.Profile.Name == rec.Mig.Profile && e.Kind == kind
-	}
-	return e.Kind == configapi.WholeGPU || e.Kind == configapi.Monitor
+	return rec.Mig == nil || (e.Start == rec.Mig.Start && e.Profile.Name == rec.Mig.Profile)
 }
 
 // attributes of one prepared device.

@@ -9,13 +9,11 @@ import (
 	"strconv"
 	"strings"
 
-	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare/devkind"
 )
 
 // Identity (issue 47). A device's name carries its GPU's minor number,
@@ -49,14 +47,14 @@ const HardwareAnnotation = "gpu.nvidia.com/prepared-hardware"
 // exists on it.
 func (s *State) liveDevice(d checkpoint.PreparedDevice) (*AllocatableDevice, error) {
 	named := s.Devices[d.Device]
-	if named != nil && sameKind(d, named) && named.Behavior().Matches(d, named) == nil {
+	kind := devkind.KindOf(d)
+	if named != nil && named.Kind == kind && named.Behavior().Matches(d, named) == nil {
 		return named, nil
 	}
 	gpu := ledger.Of(d).GPU
 	if gpu == "" {
 		return nil, fmt.Errorf("device %s has no GPU on record", d.Device)
 	}
-	kind := recordKind(d, named)
 	var g *nvdev.GPU
 	var match *AllocatableDevice
 	partitionable := false
@@ -65,7 +63,7 @@ func (s *State) liveDevice(d checkpoint.PreparedDevice) (*AllocatableDevice, err
 			continue
 		}
 		g = dev.GPU
-		partitionable = partitionable || dev.Partitionable || dev.Kind == configapi.DynamicMIG
+		partitionable = partitionable || dev.Partitionable || dev.Behavior().PartitionsGPU()
 		if dev.Kind == kind && dev.Behavior().Matches(d, dev) == nil && (match == nil || dev.Name < match.Name) {
 			match = dev
 		}
@@ -86,69 +84,7 @@ func (s *State) liveDevice(d checkpoint.PreparedDevice) (*AllocatableDevice, err
 	if g == nil {
 		return nil, fmt.Errorf("GPU %s of device %s is no longer on this node (lost, or away when the driver was loaded)", gpu, d.Device)
 	}
-	dev := &AllocatableDevice{Name: d.Device, Kind: kind, GPU: g}
-	switch kind {
-	case configapi.WholeGPU, configapi.VFIO:
-		dev.Partitionable = partitionable
-	case configapi.DynamicMIG:
-		p, ok := placementOf(g, d.Mig)
-		if !ok && d.Mig.Profile == "" && named != nil && named.Kind == kind && named.GPU.UUID == gpu {
-			// A record that does not say its placement (none a release
-			// wrote) is taken at its name's, on its own GPU.
-			return named, nil
-		}
-		if !ok {
-			return nil, fmt.Errorf("GPU %s has no %s placement at %d for device %s", gpu, d.Mig.Profile, d.Mig.Start, d.Device)
-		}
-		dev.Placement = p
-	case configapi.MIG:
-		return nil, fmt.Errorf("the %s MIG device at %d of GPU %s (device %s) is no longer on this node", d.Mig.Profile, d.Mig.Start, gpu, d.Device)
-	}
-	return dev, nil
-}
-
-// recordKind is the kind of device a record is of. A whole GPU and its
-// monitor device record alike; the published device of the record's name
-// tells them apart (names keep their kind), else the name itself.
-func recordKind(d checkpoint.PreparedDevice, named *AllocatableDevice) configapi.DeviceKind {
-	switch {
-	case d.Vfio != nil:
-		return configapi.VFIO
-	case d.Mig != nil && d.Mig.Dynamic:
-		return configapi.DynamicMIG
-	case d.Mig != nil:
-		return configapi.MIG
-	case named != nil && (named.Kind == configapi.WholeGPU || named.Kind == configapi.Monitor):
-		return named.Kind
-	case deviceattr.IsMonitorDeviceName(d.Device):
-		return configapi.Monitor
-	}
-	return configapi.WholeGPU
-}
-
-// sameKind: a published device is of the kind its record says (an
-// admin's static MIG device is no dynamic one at the same placement).
-func sameKind(d checkpoint.PreparedDevice, dev *AllocatableDevice) bool {
-	want := recordKind(d, dev)
-	return dev.Kind == want
-}
-
-// placementOf is a MIG record's placement on its live parent GPU.
-func placementOf(g *nvdev.GPU, m *checkpoint.MigRecord) (mig.Placement, bool) {
-	if m == nil {
-		return mig.Placement{}, false
-	}
-	for _, prof := range g.MigProfiles {
-		if prof.Name != m.Profile {
-			continue
-		}
-		for _, pl := range prof.Placements {
-			if pl.Start == m.Start {
-				return mig.Placement{Profile: prof, Start: pl.Start, Size: pl.Size}, true
-			}
-		}
-	}
-	return mig.Placement{}, false
+	return devkind.Of(kind).Rebuild(d, g, partitionable, named)
 }
 
 // liveDeviceOrNil is liveDevice for the steps that act on a record alone
@@ -197,7 +133,7 @@ func (s *State) specCurrent(rec checkpoint.PreparedClaim, planned []plannedDevic
 func (s *State) movedDevices(rec checkpoint.PreparedClaim) []string {
 	var out []string
 	for _, d := range rec.Devices {
-		if named := s.Devices[d.Device]; named == nil || !sameKind(d, named) || named.Behavior().Matches(d, named) != nil {
+		if named := s.Devices[d.Device]; named == nil || named.Kind != devkind.KindOf(d) || named.Behavior().Matches(d, named) != nil {
 			out = append(out, d.Device)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
@@ -47,7 +48,7 @@ type Device struct {
 func (d *Device) LockKey() string { return d.GPU.UUID }
 
 // Behavior is the device's kind's implementation.
-func (d *Device) Behavior() Kind { return kinds[d.Kind] }
+func (d *Device) Behavior() Kind { return Of(d.Kind) }
 
 // Env is what kinds reach on the node beyond their device.
 type Env struct {
@@ -88,6 +89,13 @@ type Kind interface {
 	// (another GPU under the same name after a renumbering, another
 	// placement).
 	Matches(rec checkpoint.PreparedDevice, dev *Device) error
+	// Rebuild is the device a record describes, made from its live GPU g
+	// (the parent of a MIG device), for a record whose hardware the node
+	// publishes under no name: a chart value or feature gate was turned
+	// off under the claim. partitionable says g is also offered as dynamic
+	// MIG devices. named is the published device of the record's name, or
+	// nil. It fails when the recorded hardware no longer exists on g.
+	Rebuild(rec checkpoint.PreparedDevice, g *nvdev.GPU, partitionable bool, named *Device) (*Device, error)
 	// Locate updates a record with where its hardware is now, before a
 	// restore writes it (a VM's GPU's PCI address after a reboot).
 	Locate(env Env, rec *checkpoint.PreparedDevice) error
@@ -148,20 +156,39 @@ var kinds = map[configapi.DeviceKind]Kind{
 	configapi.VFIO:       passthrough{},
 }
 
-// OfRecord is the kind of a recorded device, read from the record alone
-// (the device may no longer be published).
-func OfRecord(rec checkpoint.PreparedDevice) Kind {
+// Of is the implementation of a kind.
+func Of(k configapi.DeviceKind) Kind { return kinds[k] }
+
+// KindOf is the kind of device a record is of, read from the record
+// alone: a VM's GPU and MIG devices by what the record holds, a monitor
+// device by its name (names keep their kind: deviceattr), else a whole
+// GPU. It is the one answer to "which published device could be this
+// record's hardware" (pkg/prepare liveDevice, pkg/driver's device
+// metadata).
+func KindOf(rec checkpoint.PreparedDevice) configapi.DeviceKind {
 	switch {
 	case rec.Vfio != nil:
-		return passthrough{}
+		return configapi.VFIO
 	case rec.Mig != nil && rec.Mig.Dynamic:
-		return dynamicMIG{}
+		return configapi.DynamicMIG
 	case rec.Mig != nil:
-		return staticMIG{}
-	case rec.AdminAccess:
-		return monitor{} // a whole GPU watched: nothing to undo either
+		return configapi.MIG
+	case deviceattr.IsMonitorDeviceName(rec.Device):
+		return configapi.Monitor
 	}
-	return wholeGPU{}
+	return configapi.WholeGPU
+}
+
+// OfRecord is the implementation of a recorded device's kind, read from
+// the record alone (the device may no longer be published). A whole GPU
+// watched with admin access is done as a monitor device: nothing to undo
+// either.
+func OfRecord(rec checkpoint.PreparedDevice) Kind {
+	k := KindOf(rec)
+	if k == configapi.WholeGPU && rec.AdminAccess {
+		k = configapi.Monitor
+	}
+	return kinds[k]
 }
 
 // watchGPU is the health watch of a device that is its whole GPU (a

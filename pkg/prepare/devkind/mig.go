@@ -9,6 +9,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"k8s.io/apimachinery/pkg/types"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
@@ -205,4 +206,42 @@ func (dynamicMIG) Watch(pool string, dev *Device) health.Device {
 	w := watchGPU(pool, dev)
 	w.MIG = true
 	return w
+}
+
+// Rebuild: an admin's MIG device exists or does not; none is made here,
+// so one the node does not publish is gone.
+func (staticMIG) Rebuild(rec checkpoint.PreparedDevice, g *nvdev.GPU, _ bool, _ *Device) (*Device, error) {
+	return nil, fmt.Errorf("the %s MIG device at %d of GPU %s (device %s) is no longer on this node", rec.Mig.Profile, rec.Mig.Start, g.UUID, rec.Device)
+}
+
+// Rebuild: the recorded placement on the live parent GPU.
+func (dynamicMIG) Rebuild(rec checkpoint.PreparedDevice, g *nvdev.GPU, _ bool, named *Device) (*Device, error) {
+	p, ok := placementOf(g, rec.Mig)
+	if !ok && rec.Mig.Profile == "" && named != nil && named.Kind == configapi.DynamicMIG && named.GPU.UUID == g.UUID {
+		// A record that does not say its placement (none a release
+		// wrote) is taken at its name's, on its own GPU.
+		return named, nil
+	}
+	if !ok {
+		return nil, fmt.Errorf("GPU %s has no %s placement at %d for device %s", g.UUID, rec.Mig.Profile, rec.Mig.Start, rec.Device)
+	}
+	return &Device{Name: rec.Device, Kind: configapi.DynamicMIG, GPU: g, Placement: p}, nil
+}
+
+// placementOf is a MIG record's placement on its live parent GPU.
+func placementOf(g *nvdev.GPU, m *checkpoint.MigRecord) (mig.Placement, bool) {
+	if m == nil {
+		return mig.Placement{}, false
+	}
+	for _, prof := range g.MigProfiles {
+		if prof.Name != m.Profile {
+			continue
+		}
+		for _, pl := range prof.Placements {
+			if pl.Start == m.Start {
+				return mig.Placement{Profile: prof, Start: pl.Start, Size: pl.Size}, true
+			}
+		}
+	}
+	return mig.Placement{}, false
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
@@ -272,4 +273,9 @@ func (passthrough) StillConfigured(env Env, d checkpoint.PreparedDevice, _ *Devi
 	}
 	cur, err := env.Passthrough.Host.Driver(d.Vfio.PCIBusID)
 	return err == nil && cur == vfio.DriverVFIO
+}
+
+// Rebuild: the GPU itself, for a VM.
+func (passthrough) Rebuild(rec checkpoint.PreparedDevice, g *nvdev.GPU, partitionable bool, _ *Device) (*Device, error) {
+	return &Device{Name: rec.Device, Kind: configapi.VFIO, GPU: g, Partitionable: partitionable}, nil
 }

@@ -8,9 +8,11 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/health"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 )
 
 // wholeGPU is a GPU used whole. On a GPU also offered as dynamic MIG
@@ -93,3 +95,13 @@ func (monitor) Configure(_ Env, _ *checkpoint.PreparedDevice, dev *Device) error
 }
 
 func (monitor) OwnsTimeSlice() bool { return false }
+
+// Rebuild: the GPU itself, offered whole.
+func (wholeGPU) Rebuild(rec checkpoint.PreparedDevice, g *nvdev.GPU, partitionable bool, _ *Device) (*Device, error) {
+	return &Device{Name: rec.Device, Kind: configapi.WholeGPU, GPU: g, Partitionable: partitionable}, nil
+}
+
+// Rebuild: the GPU seen again; a monitor device never touches MIG mode.
+func (monitor) Rebuild(rec checkpoint.PreparedDevice, g *nvdev.GPU, _ bool, _ *Device) (*Device, error) {
+	return &Device{Name: rec.Device, Kind: configapi.Monitor, GPU: g}, nil
+}
