@@ -1,7 +1,7 @@
 // Copyright 2026 The gpu-dra-driver Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package clusterview
+package clusterview_test
 
 import (
 	"context"
@@ -10,24 +10,26 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/clusterviewtest"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 )
 
-func capacityFleet(t testing.TB, nodes ...simulatedNode) *Snapshot {
+func capacityFleet(t testing.TB, nodes ...clusterviewtest.SimulatedNode) *clusterview.Snapshot {
 	t.Helper()
-	f := &fixture{Simulated: nodes}
+	f := &clusterviewtest.Fixture{Simulated: nodes}
 	f.Snapshot.DriverName = "gpu.nvidia.com"
 	for _, dc := range schedtest.ShippedDeviceClasses(t) {
 		f.Snapshot.DeviceClasses = append(f.Snapshot.DeviceClasses, *dc)
 	}
-	f.buildSlices(t)
+	f.BuildSlices(t)
 	return &f.Snapshot
 }
 
 // allocateOn allocates a claim on one node of the snapshot with the
 // scheduler's allocator, as the scheduler would, and records it. The
 // allocator starts from the node's free devices: one claim a node.
-func allocateOn(t testing.TB, s *Snapshot, node string, claim *resourceapi.ResourceClaim) {
+func allocateOn(t testing.TB, s *clusterview.Snapshot, node string, claim *resourceapi.ResourceClaim) {
 	t.Helper()
 	var slices []*resourceapi.ResourceSlice
 	for i := range s.Slices {
@@ -43,7 +45,7 @@ func allocateOn(t testing.TB, s *Snapshot, node string, claim *resourceapi.Resou
 	s.Claims = append(s.Claims, *claim)
 }
 
-func counts(caps []NodeCapacity) map[string]int {
+func counts(caps []clusterview.NodeCapacity) map[string]int {
 	m := map[string]int{}
 	for _, c := range caps {
 		m[c.Node] = c.Count
@@ -56,15 +58,15 @@ func counts(caps []NodeCapacity) map[string]int {
 // MIG; 20Gi memory fractions four to an 80GB GPU.
 func TestCapacity(t *testing.T) {
 	s := capacityFleet(t,
-		simulatedNode{Node: "mig-a", Profile: "h100x2", DynamicMIG: true},
-		simulatedNode{Node: "mig-b", Profile: "h100x2", DynamicMIG: true},
-		simulatedNode{Node: "whole", Profile: "h100x2"},
-		simulatedNode{Node: "frac", Profile: "h100x2", FractionalGPUs: []int{0, 1}},
+		clusterviewtest.SimulatedNode{Node: "mig-a", Profile: "h100x2", DynamicMIG: true},
+		clusterviewtest.SimulatedNode{Node: "mig-b", Profile: "h100x2", DynamicMIG: true},
+		clusterviewtest.SimulatedNode{Node: "whole", Profile: "h100x2"},
+		clusterviewtest.SimulatedNode{Node: "frac", Profile: "h100x2", FractionalGPUs: []int{0, 1}},
 	)
 	allocateOn(t, s, "mig-b", schedtest.Claim("holder", schedtest.Request("gpu", "gpu.nvidia.com", 1)))
 
 	mig := schedtest.Claim("probe", schedtest.Request("r", "mig.nvidia.com", 1, "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"))
-	caps, err := Capacity(context.Background(), s, mig, 1000)
+	caps, err := clusterview.Capacity(context.Background(), s, mig, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +76,7 @@ func TestCapacity(t *testing.T) {
 	}
 
 	frac := schedtest.Claim("probe", schedtest.WithCapacity(schedtest.Request("r", "gpu.nvidia.com", 1), map[resourceapi.QualifiedName]string{"memory": "20Gi"}))
-	caps, err = Capacity(context.Background(), s, frac, 1000)
+	caps, err = clusterview.Capacity(context.Background(), s, frac, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func TestCapacity(t *testing.T) {
 		t.Errorf("20Gi capacity %v", got)
 	}
 
-	caps, err = Capacity(context.Background(), s, mig, 5)
+	caps, err = clusterview.Capacity(context.Background(), s, mig, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +96,7 @@ func TestCapacity(t *testing.T) {
 	}
 
 	bad := schedtest.Claim("probe", schedtest.Request("r", "mig.nvidia.com", 1, "device.attributes['gpu.nvidia.com'].profile.nope()"))
-	if _, err := Capacity(context.Background(), s, bad, 10); err == nil {
+	if _, err := clusterview.Capacity(context.Background(), s, bad, 10); err == nil {
 		t.Error("a selector that does not compile gave no error")
 	}
 }
@@ -107,40 +109,22 @@ func BenchmarkCapacity(b *testing.B) {
 	for _, alike := range []bool{true, false} {
 		for _, n := range []int{10, 100, 500} {
 			b.Run(fmt.Sprintf("alike=%v/nodes=%d", alike, n), func(b *testing.B) {
-				var nodes []simulatedNode
+				var nodes []clusterviewtest.SimulatedNode
 				for i := range n {
-					nodes = append(nodes, simulatedNode{Node: fmt.Sprintf("node-%03d", i), Profile: "h100x8", DynamicMIG: true})
+					nodes = append(nodes, clusterviewtest.SimulatedNode{Node: fmt.Sprintf("node-%03d", i), Profile: "h100x8", DynamicMIG: true})
 				}
 				s := capacityFleet(b, nodes...)
 				mig := schedtest.Claim("probe", schedtest.Request("r", "mig.nvidia.com", 1, "device.attributes['gpu.nvidia.com'].profile == '1g.10gb'"))
-				memoize = alike
-				defer func() { memoize = true }()
+				clusterview.SetMemoizeForTest(alike)
+				defer clusterview.SetMemoizeForTest(true)
 				b.ReportAllocs()
 				for b.Loop() {
-					caps, err := Capacity(context.Background(), s, mig, 10000)
+					caps, err := clusterview.Capacity(context.Background(), s, mig, 10000)
 					if err != nil || len(caps) != n || caps[0].Count != 56 || caps[n-1].Count != 56 {
 						b.Fatalf("%v %+v", err, caps[:1])
 					}
 				}
 			})
-		}
-	}
-}
-
-// TestSelectorReads: a result may be kept per combination of values read
-// only when the expression reads nothing else of the device.
-func TestSelectorReads(t *testing.T) {
-	for expr, want := range map[string]bool{
-		"device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'":         true,
-		"device.attributes['gpu.nvidia.com']['profile'] == '1g.10gb' && device.allowMultipleAllocations": true,
-		"device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0":                      true,
-		"has(device.attributes['gpu.nvidia.com'].uuid)":                                                  true,
-		"device.attributes['gpu.nvidia.com'].exists(k, k == 'profile')":                                  false,
-		"size(device.attributes) > 1":                                                                    false,
-		"device.attributes[device.driver].type == 'gpu'":                                                 false,
-	} {
-		if _, got := selectorReads(expr); got != want {
-			t.Errorf("selectorReads(%q) complete = %v, want %v", expr, got, want)
 		}
 	}
 }

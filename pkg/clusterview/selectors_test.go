@@ -22,3 +22,21 @@ func TestReferences(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectorReads: a result may be kept per combination of values read
+// only when the expression reads nothing else of the device.
+func TestSelectorReads(t *testing.T) {
+	for expr, want := range map[string]bool{
+		"device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'":         true,
+		"device.attributes['gpu.nvidia.com']['profile'] == '1g.10gb' && device.allowMultipleAllocations": true,
+		"device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) >= 0":                      true,
+		"has(device.attributes['gpu.nvidia.com'].uuid)":                                                  true,
+		"device.attributes['gpu.nvidia.com'].exists(k, k == 'profile')":                                  false,
+		"size(device.attributes) > 1":                                                                    false,
+		"device.attributes[device.driver].type == 'gpu'":                                                 false,
+	} {
+		if _, got := selectorReads(expr); got != want {
+			t.Errorf("selectorReads(%q) complete = %v, want %v", expr, got, want)
+		}
+	}
+}

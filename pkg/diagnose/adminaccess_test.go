@@ -4,33 +4,24 @@
 package diagnose
 
 import (
+	"path/filepath"
 	gslices "slices"
 	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/utils/ptr"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/clusterviewtest"
 )
 
-const adminFixture = "testdata/pending-admin-access-counters.yaml"
-
-// setRequest changes the fixture's monitoring claim's request.
-func setRequest(t *testing.T, f *fixture, class string, admin bool) {
-	t.Helper()
-	claim := f.Snapshot.Claim("monitoring", "all-gpus")
-	if claim == nil {
-		t.Fatal("fixture lacks claim monitoring/all-gpus")
-	}
-	req := claim.Spec.Devices.Requests[0].Exactly
-	req.DeviceClassName = class
-	req.AdminAccess = ptr.To(admin)
-}
+// adminFixture is the recorded state these tests start from.
+var adminFixture = filepath.Join("testdata", clusterviewtest.AdminAccessCounters)
 
 // Without admin access the same request is the ordinary case: GPU 0 is
 // allocated, and waiting for it is the advice; #140729 is not named.
 func TestAdminAccessOffIsOrdinary(t *testing.T) {
-	f := loadFixture(t, adminFixture)
-	setRequest(t, f, "gpu.nvidia.com", false)
+	f := clusterviewtest.Load(t, adminFixture)
+	f.SetAdminRequest(t, "gpu.nvidia.com", false)
 	r := DiagnosePod(&f.Snapshot, "monitoring", "dcgm")
 	if r.Status != Blocked {
 		t.Fatalf("status %s: %s", r.Status, r.Verdict)
@@ -51,7 +42,7 @@ func TestAdminAccessOffIsOrdinary(t *testing.T) {
 // The admin-access verdict never advises waiting, and counts GPU 0 (held
 // by another claim) as blocked by its own counters, not as allocated.
 func TestAdminAccessCountersVerdict(t *testing.T) {
-	f := loadFixture(t, adminFixture)
+	f := clusterviewtest.Load(t, adminFixture)
 	r := DiagnosePod(&f.Snapshot, "monitoring", "dcgm")
 	if strings.Contains(r.Verdict, "Wait for") || strings.Contains(r.Verdict, "wait for") {
 		t.Errorf("verdict advises waiting:\n%s", r.Verdict)
@@ -70,7 +61,7 @@ func TestAdminAccessCountersVerdict(t *testing.T) {
 
 // A cluster whose chart predates the monitor class is told to install it.
 func TestAdminAccessMonitorClassMissing(t *testing.T) {
-	f := loadFixture(t, adminFixture)
+	f := clusterviewtest.Load(t, adminFixture)
 	f.Snapshot.DeviceClasses = f.Snapshot.DeviceClasses[:2]
 	r := DiagnosePod(&f.Snapshot, "monitoring", "dcgm")
 	want := "DeviceClass monitor.gpu.nvidia.com does not exist in this cluster"
@@ -82,16 +73,16 @@ func TestAdminAccessMonitorClassMissing(t *testing.T) {
 // On a node without dynamic MIG the GPUs consume no counters: admin access
 // gets a GPU another pod holds, so the claim fits.
 func TestAdminAccessHeldDeviceFits(t *testing.T) {
-	f := loadFixture(t, adminFixture)
+	f := clusterviewtest.Load(t, adminFixture)
 	f.Snapshot.Slices = nil
 	f.Simulated[0].DynamicMIG = false
-	f.buildSlices(t)
+	f.BuildSlices(t)
 	f.Snapshot.Claims = gslices.DeleteFunc(f.Snapshot.Claims, func(c resourceapi.ResourceClaim) bool { return c.Name == "small-slice" })
 	r := DiagnoseClaim(&f.Snapshot, "monitoring", "all-gpus")
 	if r.Status != OK || !strings.Contains(r.Verdict, "fits it on node vm") {
 		t.Errorf("status %s, want ok: %s", r.Status, r.Verdict)
 	}
-	setRequest(t, f, "gpu.nvidia.com", false)
+	f.SetAdminRequest(t, "gpu.nvidia.com", false)
 	if r := DiagnoseClaim(&f.Snapshot, "monitoring", "all-gpus"); r.Status != Blocked || !strings.Contains(r.Verdict, "1 allocated to gpu-demo/train-a-gpu") {
 		t.Errorf("without admin access: status %s, want blocked: %s", r.Status, r.Verdict)
 	}

@@ -20,6 +20,7 @@ import (
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/clusterviewtest"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/cdi"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
@@ -196,7 +197,7 @@ func TestRealPrepareErrors(t *testing.T) {
 			}
 
 			// The whole diagnosis, from the event on the pod.
-			f := loadFixture(t, filepath.Join("testdata", "prepare-bad-config.yaml"))
+			f := clusterviewtest.Load(t, filepath.Join("testdata", "prepare-bad-config.yaml"))
 			f.Snapshot.Events[0].Message = event
 			r := DiagnosePod(&f.Snapshot, "ns", "p")
 			if r.Status != Blocked || r.Prepare == nil || r.Prepare.Step != string(tc.step) || !strings.HasSuffix(r.Verdict, verdict) {
