@@ -5,6 +5,8 @@ package clusterview
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -79,16 +81,7 @@ func (c *cluster) problem(r RequestReport) string {
 		return msg + ". " + c.adminCountersAdvice(r)
 	}
 	if len(r.FreeInClass) > 0 {
-		keys := make([]string, 0, len(r.FreeInClass))
-		for k := range r.FreeInClass {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		var alt []string
-		for _, k := range keys {
-			alt = append(alt, k+" "+strings.Join(r.FreeInClass[k], ", "))
-		}
-		return msg + fmt.Sprintf(". Free in class %s now: %s; ask for one of those, or wait for a device to be released", r.Class, strings.Join(alt, "; "))
+		return msg + fmt.Sprintf(". Free in class %s now: %s; ask for one of those, or wait for a device to be released", r.Class, strings.Join(entries(r.FreeInClass, "%s %s"), "; "))
 	}
 	return msg + ". Wait for a device to be released (delete a pod that holds one), or ask for fewer devices"
 }
@@ -126,20 +119,21 @@ func (r RequestReport) selectorProblem() string {
 			msg = fmt.Sprintf("no device matches request %q: DeviceClass %q (%s) rejects all %d devices", r.Name, r.Class, "`"+s.Expression+"`", before)
 		}
 		if len(s.Offered) > 0 {
-			keys := make([]string, 0, len(s.Offered))
-			for k := range s.Offered {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			var offers []string
-			for _, k := range keys {
-				offers = append(offers, fmt.Sprintf("%s is %s", k, strings.Join(s.Offered[k], ", ")))
-			}
-			msg += "; published " + strings.Join(offers, "; ")
+			msg += "; published " + strings.Join(entries(s.Offered, "%s is %s"), "; ")
 		}
 		return msg + ". Fix the selector to match a published value"
 	}
 	return fmt.Sprintf("no device matches request %q", r.Name)
+}
+
+// entries renders values by name, names sorted so that a verdict reads
+// the same every time: format gets the name and its values joined by ", ".
+func entries(m map[string][]string, format string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, fmt.Sprintf(format, k, strings.Join(m[k], ", ")))
+	}
+	return out
 }
 
 func holderList(hs []HolderCount) string {
