@@ -85,11 +85,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("--tls-cert-file/--tls-private-key-file: %w", err)
 	}
-	cfg, err := restConfig(o.kubeconfig)
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := newClient(o.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -155,6 +151,16 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	return nil
+}
+
+// newClient is the client of both commands (the webhook's and
+// pending-explainer's).
+func newClient(kubeconfig string) (*kubernetes.Clientset, error) {
+	cfg, err := restConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

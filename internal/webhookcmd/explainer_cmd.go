@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 )
 
@@ -57,11 +56,7 @@ func runPendingExplainer(ctx context.Context, o *pendingExplainerOptions) error 
 	if err := o.explain.validate(); err != nil {
 		return err
 	}
-	cfg, err := restConfig(o.kubeconfig)
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := newClient(o.kubeconfig)
 	if err != nil {
 		return err
 	}
