@@ -82,21 +82,6 @@ if [ -f "$DIR/host/.gdra-complete" ] && [ -f "$DIR/operator/.gdra-complete" ]; t
 deb_file() { echo "$DEBS/$(basename "$1")"; }
 deb_ok() { [ -f "$1" ] && echo "$2  $1" | sha256sum --check --status; }
 
-# apt_private runs an apt command against Debian's main, contrib and non-free
-# components through a configuration that lives in the cache only.
-apt_private() {
-  local cmd=$1; shift
-  local opts=(
-    -o "Dir::Etc::sourcelist=$APT/sources.list" -o Dir::Etc::sourceparts=-
-    -o "Dir::State::Lists=$APT/lists" -o "Dir::Cache=$APT/cache"
-    -o "Dir::Etc::preferencesparts=$APT/preferences.d" -o "Dir::Etc::preferences=$APT/preferences"
-    -o APT::Get::List-Cleanup=0 -o Acquire::Languages=none
-  )
-  # Downloading into a root-owned directory as root: no _apt sandbox.
-  [ "$(id -u)" = 0 ] && opts+=(-o APT::Sandbox::User=root)
-  "$cmd" -qq "${opts[@]}" "$@"
-}
-
 fetch_debs() {
   local line pkg ver path sum f missing=()
   mkdir -p "$DEBS"
@@ -118,12 +103,11 @@ fetch_debs() {
     done
   else
     log "downloading ${#missing[@]} NVIDIA packages (${missing[*]}) with a private apt configuration in $APT"
-    mkdir -p "$APT/lists/partial" "$APT/cache/archives/partial"
-    mkdir -p "$APT/preferences.d"; : > "$APT/preferences"
+    mkdir -p "$APT"
     # contrib and non-free only: apt-get download resolves no dependencies.
     echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $DEBIAN_URI bookworm contrib non-free" > "$APT/sources.list"
-    apt_private apt-get update || die "apt-get update (private configuration in $APT) failed"
-    (cd "$DEBS" && apt_private apt-get download "${missing[@]}") || die "apt-get download ${missing[*]} failed: if Debian's archive no longer has these versions, set GDRA_NVIDIA_DEB_BASE to a mirror or snapshot that does (e.g. https://snapshot.debian.org/archive/debian/<timestamp>)"
+    apt_private "$APT" apt-get update || die "apt-get update (private configuration in $APT) failed"
+    (cd "$DEBS" && apt_private "$APT" apt-get download "${missing[@]}") || die "apt-get download ${missing[*]} failed: if Debian's archive no longer has these versions, set GDRA_NVIDIA_DEB_BASE to a mirror or snapshot that does (e.g. https://snapshot.debian.org/archive/debian/<timestamp>)"
   fi
   for line in "${PINNED[@]}"; do
     read -r pkg ver path sum <<<"$line"

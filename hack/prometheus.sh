@@ -32,9 +32,16 @@ if [ -f "$DIR/.gdra-complete" ]; then echo "$DIR/usr/bin"; exit 0; fi
 deb=$CACHE/prometheus/prometheus_${PROMETHEUS_DEB_VERSION}_amd64.deb
 if ! echo "$PROMETHEUS_DEB_SHA256  $deb" | sha256sum -c --status 2>/dev/null; then
   say "downloading prometheus $PROMETHEUS_DEB_VERSION (Debian 12)" >&2
+  # Through a private apt configuration with its own package lists: a
+  # fresh machine's lists can be older than the pinned point release (CI
+  # failed so: the host's lists offered only 2.42.0+ds-5+b6).
+  apt=$CACHE/prometheus/apt
+  mkdir -p "$apt"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${GDRA_DEBIAN_URI:-http://deb.debian.org/debian} bookworm main" > "$apt/sources.list"
+  apt_private "$apt" apt-get update || die "apt-get update (private configuration in $apt) failed"
   tmp=$(mktemp -d "$CACHE/prometheus/dl.XXXXXX")
-  (cd "$tmp" && apt-get download -qq -o APT::Sandbox::User=root "prometheus=$PROMETHEUS_DEB_VERSION" >/dev/null 2>&1) ||
-    { rm -rf "$tmp"; die "apt-get download prometheus=$PROMETHEUS_DEB_VERSION failed (is Debian 12's main component in apt's sources? apt-get update)"; }
+  (cd "$tmp" && apt_private "$apt" apt-get download "prometheus=$PROMETHEUS_DEB_VERSION" >/dev/null 2>&1) ||
+    { rm -rf "$tmp"; die "apt-get download prometheus=$PROMETHEUS_DEB_VERSION failed: if Debian's archive no longer has it, set GDRA_DEBIAN_URI to a snapshot that does (https://snapshot.debian.org/archive/debian/<timestamp>)"; }
   mv "$tmp"/prometheus_*.deb "$deb"; rm -rf "$tmp"
   echo "$PROMETHEUS_DEB_SHA256  $deb" | sha256sum -c --status || die "$deb: SHA256 is not the pinned $PROMETHEUS_DEB_SHA256"
 fi

@@ -33,6 +33,26 @@ export PATH=$BIN_K8S:$BIN_ETCD:$BIN_CTRD:$BIN_HELM:/usr/local/go/bin:$PATH
 
 say() { echo "[$(date +%T)] $*"; }
 die() { echo "[$(date +%T)] ERROR: $*" >&2; exit 1; }
+
+# apt_private APTDIR CMD ARGS... runs an apt command against the sources
+# list APTDIR/sources.list, with lists and cache under APTDIR: nothing of
+# the host's apt configuration is read or written, and a fresh machine's
+# stale package lists do not matter (hack/nvidia-userspace.sh,
+# hack/prometheus.sh).
+apt_private() {
+  local dir=$1 cmd=$2; shift 2
+  mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/preferences.d"
+  [ -f "$dir/preferences" ] || : > "$dir/preferences"
+  local opts=(
+    -o "Dir::Etc::sourcelist=$dir/sources.list" -o Dir::Etc::sourceparts=-
+    -o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache"
+    -o "Dir::Etc::preferencesparts=$dir/preferences.d" -o "Dir::Etc::preferences=$dir/preferences"
+    -o APT::Get::List-Cleanup=0 -o Acquire::Languages=none
+  )
+  # Downloading into a root-owned directory as root: no _apt sandbox.
+  [ "$(id -u)" = 0 ] && opts+=(-o APT::Sandbox::User=root)
+  "$cmd" -qq "${opts[@]}" "$@"
+}
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 
