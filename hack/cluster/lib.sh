@@ -98,14 +98,27 @@ lock_cluster() {
 }
 
 # debs PKG... prints the paths of Debian packages in $CACHE/debs, fetched
-# once with the host's apt (apt-get download: no install, no dependencies).
+# once with the host's apt (apt-get download: no install, no dependencies),
+# or with package lists of its own where the host's are out of date.
 debs() {
   local d=$CACHE/debs p f
   mkdir -p "$d"
   for p; do
     f=$(find "$d" -maxdepth 1 -name "${p}_*.deb" | sort | tail -1)
     if [ -z "$f" ]; then
-      (cd "$d" && apt-get download -qq -o APT::Sandbox::User=root "$p" >/dev/null 2>&1) || die "apt-get download $p failed"
+      if ! (cd "$d" && apt-get download -qq -o APT::Sandbox::User=root "$p" >/dev/null 2>&1); then
+        # A fresh machine's package lists can name a version the archive
+        # no longer has: fetch with lists of our own (apt_private).
+        if [ ! -f "$d/apt/sources.list" ]; then
+          mkdir -p "$d/apt"
+          printf 'deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] %s %s main\n' \
+            "${GDRA_DEBIAN_URI:-http://deb.debian.org/debian}" bookworm \
+            "${GDRA_DEBIAN_URI:-http://deb.debian.org/debian}" bookworm-updates \
+            "${GDRA_DEBIAN_SECURITY_URI:-http://deb.debian.org/debian-security}" bookworm-security > "$d/apt/sources.list"
+          apt_private "$d/apt" apt-get update || die "apt-get update (private configuration in $d/apt) failed"
+        fi
+        (cd "$d" && apt_private "$d/apt" apt-get download "$p" >/dev/null 2>&1) || die "apt-get download $p failed"
+      fi
       f=$(find "$d" -maxdepth 1 -name "${p}_*.deb" | sort | tail -1)
     fi
     echo "$f"
