@@ -28,7 +28,18 @@ lock_cluster
 export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK
 hack/cluster/build.sh all
 hack/cluster/cluster.sh up
-[ "${KEEP_CLUSTER:-}" = 1 ] || trap 'hack/cluster/cluster.sh down' EXIT
+nvd=
+# NVIDIA's plugin goes with this script, whatever step failed (it does not
+# inherit the cluster lock: 9>&-). The test's namespace goes first, while this chart's plugin can unprepare
+# its claims: a pod left behind would hold every GPU for the next user.
+cleanup() {
+  set +e
+  [ -z "$nvd" ] || kill "$nvd" 2>/dev/null
+  kubectl delete namespace "$NS" --ignore-not-found --wait=true --timeout=120s >/dev/null 9>&-
+  rm -f "$PLUGIN_DIR"/checkpoint.json* "$PLUGIN_DIR"/cp.lock "$PLUGIN_DIR"/pu.lock # NVIDIA's files
+  [ "${KEEP_CLUSTER:-}" = 1 ] || hack/cluster/cluster.sh down
+}
+trap cleanup EXIT
 NODE=$(kubectl get nodes -o jsonpath='{.items[0].metadata.name}')
 PLUGIN_DIR=$KUBELET_DIR/plugins/gpu.nvidia.com
 CDI_DIR=${CDI_DIR:-/var/run/cdi}
@@ -55,7 +66,7 @@ spec:
   resourceClaims: [{name: gpu, resourceClaimName: $1}]
   containers:
   - name: c
-    image: ${PAUSE_IMAGE:-registry.k8s.io/pause:3.10}
+    image: ${PAUSE_IMAGE:-registry.k8s.io/pause:3.10.2}
     resources: {claims: [{name: gpu}]}
 YAML
 }
@@ -63,16 +74,30 @@ YAML
 run_mode() { # drain|nodrain
   local mode=$1
   say "== $mode"
-  helm uninstall gpu-dra-driver -n gpu-dra-driver --wait >/dev/null 2>&1 || true
+  # The pods of the last mode end while this chart's plugin can still
+  # unprepare their claims, then the chart goes.
   kubectl delete namespace $NS --ignore-not-found --wait=true >/dev/null
+  helm uninstall gpu-dra-driver -n gpu-dra-driver --wait >/dev/null 2>&1 || true
   kubectl create namespace $NS >/dev/null
   rm -f "$PLUGIN_DIR"/checkpoint.json*
+  # The DeviceClass NVIDIA's chart installs (deviceclass-gpu.yaml at
+  # 9593204); its plugin runs here without its chart.
+  kubectl delete deviceclass gpu.nvidia.com --ignore-not-found >/dev/null
+  kubectl apply -f - >/dev/null <<YAML
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.nvidia.com}
+spec:
+  selectors:
+  - cel: {expression: "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"}
+  extendedResourceName: nvidia.com/gpu
+YAML
   # NVIDIA's plugin, flags as ../shared/tools/peer-nvd/run.sh uses them.
   MOCK_NVML_CONFIG=$P/droot/config/config.yaml "$P/bin/nvd-gpu-kubelet-plugin" --kubeconfig="$KUBECONFIG" --node-name="$NODE" \
     --cdi-root="$CDI_DIR" --kubelet-registrar-directory-path="$KUBELET_DIR/plugins_registry" --kubelet-plugins-directory-path="$KUBELET_DIR/plugins" \
     --nvidia-driver-root="$P/droot" --container-driver-root="$P/droot" --nvidia-cdi-hook-path="$P/bin/nvidia-cdi-hook" --image-name=none \
-    >"/tmp/nvd-switch-$mode.log" 2>&1 &
-  local nvd=$!
+    >"/tmp/nvd-switch-$mode.log" 2>&1 9>&- &
+  nvd=$!
   for _ in $(seq 60); do kubectl get resourceslices -o name | grep -q . && break; sleep 1; done
   claim_and_pod held
   kubectl wait -n $NS pod/held --for=condition=Ready --timeout=120s
@@ -80,8 +105,17 @@ run_mode() { # drain|nodrain
   local spec=$CDI_DIR/k8s.gpu.nvidia.com-claim_$uid.yaml
   [ -f "$spec" ] || fail "NVIDIA's plugin wrote no CDI spec $spec"
   kill "$nvd"; wait "$nvd" || true
+  nvd=
   say "NVIDIA's plugin prepared claim $uid and stopped; installing this chart"
-  hack/cluster/deploy.sh h100x8
+  # The hand-over of the class docs/install.md gives, then this chart
+  # without --wait: its plugin is not ready while it holds NVIDIA's claim.
+  kubectl annotate deviceclass gpu.nvidia.com meta.helm.sh/release-name=gpu-dra-driver meta.helm.sh/release-namespace=gpu-dra-driver --overwrite >/dev/null
+  kubectl label deviceclass gpu.nvidia.com app.kubernetes.io/managed-by=Helm --overwrite >/dev/null
+  HELM_WAIT= hack/cluster/deploy.sh h100x8
+  for _ in $(seq 120); do
+    kubectl get pods -n gpu-dra-driver -l app.kubernetes.io/name=gpu-dra-driver -o name 2>/dev/null | grep -q . && break; sleep 1
+  done
+  sleep 15 # its start: the take-over, the event
   # While the pod runs: nothing of NVIDIA's touched, not ready, named by UID.
   [ -f "$PLUGIN_DIR/checkpoint.json" ] || fail "checkpoint.json moved while its claim is in use"
   [ -f "$spec" ] || fail "NVIDIA's CDI spec removed while its claim is in use"
@@ -90,7 +124,7 @@ run_mode() { # drain|nodrain
   kubectl get pod -n gpu-dra-driver "$pod" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' | grep -q False || fail "ready while a claim of NVIDIA's is held"
   # The pod ends with no manual step.
   if [ "$mode" = drain ]; then
-    kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --pod-selector=app!=none --timeout=120s >/dev/null
+    kubectl drain "$NODE" --force --ignore-daemonsets --delete-emptydir-data --pod-selector=app!=none --timeout=120s >/dev/null
     kubectl uncordon "$NODE" >/dev/null
   else
     kubectl delete pod -n $NS held --wait=true --timeout=120s
@@ -120,7 +154,7 @@ spec:
   restartPolicy: Never
   resourceClaims: [{name: gpu, resourceClaimName: all}]
   containers:
-  - {name: c, image: "${PAUSE_IMAGE:-registry.k8s.io/pause:3.10}", resources: {claims: [{name: gpu}]}}
+  - {name: c, image: "${PAUSE_IMAGE:-registry.k8s.io/pause:3.10.2}", resources: {claims: [{name: gpu}]}}
 YAML
   kubectl wait -n $NS pod/all --for=condition=Ready --timeout=120s
   say "PASS $mode: pod ended without a person, plugin ready, checkpoint renamed, a new pod got every GPU ($n published)"

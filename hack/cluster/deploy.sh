@@ -59,7 +59,7 @@ mps_args=()
 grep -q shareAcrossNamespaces "$CHART/values.yaml" && mps_args=(--set sharing.mps.shareAcrossNamespaces=true)
 s=$(now)
 helm upgrade --install "$RELEASE" "$CHART" "${mode_args[@]}" "${mps_args[@]}" \
-  --namespace "$NAMESPACE" --create-namespace --wait --timeout 120s \
+  --namespace "$NAMESPACE" --create-namespace ${HELM_WAIT---wait} --timeout 120s \
   --set image.tag="$tag" --set image.pullPolicy=Never \
   --set simulate.profile="$PROFILE" \
   --set sharing.fractionalMemory=true --set "sharing.fractionalMemoryGPUs={${FRACTIONAL_GPUS:-7}}" \
