@@ -19,7 +19,7 @@ s=$(now); hack/cluster/cluster.sh up; say "cluster up: $(since "$s")s"
 kubectl delete namespace gpu-demo gpu-demo-2 --ignore-not-found --wait=true >/dev/null
 s=$(now); hack/cluster/deploy.sh h100x8; say "deploy: $(since "$s")s"
 s=$(now)
-CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go test -count=1 -tags e2e -timeout "${E2E_TIMEOUT:-40m}" -run "${E2E_RUN:-.}" -v ./test/e2e/ 2>&1 | grep -vE '^\s*$'
+CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go test -count=1 -tags e2e -timeout "${E2E_TIMEOUT:-55m}" -run "${E2E_RUN:-.}" -v ./test/e2e/ 2>&1 | grep -vE '^\s*$'
 rc=${PIPESTATUS[0]}
 say "e2e: $(since "$s")s"
 exit "$rc"
