@@ -3,7 +3,7 @@
 # brings the cluster up (or reuses it), installs the chart with simulated
 # H100s and runs test/e2e. KEEP_CLUSTER=1 leaves the cluster running;
 # E2E_RUN=<regexp> runs only the matching tests (go test -run);
-# E2E_TIMEOUT (default 40m) bounds the go test run. Kueue is built here
+# E2E_TIMEOUT (default 55m) bounds the go test run. Kueue is built here
 # (cached) and started by its test only (hack/cluster/kueue.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
