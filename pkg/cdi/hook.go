@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/capfile"
 )
 
 // HookName is the file name of NVIDIA's CDI hook binary.
@@ -44,8 +46,12 @@ var afterInstall = func(string) {}
 // place, so a runtime executing the old copy at that moment is unaffected,
 // and checked again once in place: InstallHook fails rather than have CDI
 // specs name a hook that is not the image's.
+// maxHookSize caps the read of the hook binary (nvidia-cdi-hook is about
+// 10 MB): every read of a file through pkg/capfile, regular files only.
+const maxHookSize = 256 << 20
+
 func InstallHook(src, dir string) (string, error) {
-	data, err := os.ReadFile(src)
+	data, err := capfile.Read(src, maxHookSize)
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", HookName, err)
 	}
@@ -94,7 +100,7 @@ func InstallHook(src, dir string) (string, error) {
 // checkRecordedSum compares the hook's checksum with the one the image
 // recorded at build time, when there is one.
 func checkRecordedSum(src, sum string) error {
-	recorded, err := os.ReadFile(src + HookSumSuffix)
+	recorded, err := capfile.Read(src+HookSumSuffix, 1<<10)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

@@ -22,7 +22,6 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
-	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/capfile"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
@@ -113,13 +112,12 @@ func recordOf(devices []kubeletplugin.Device, records []checkpoint.PreparedDevic
 // name: the attributes then come from the record alone, never from the
 // device another GPU's name now means.
 func (m *deviceMetadata) entryOf(rec checkpoint.PreparedDevice) resourceslices.Entry {
-	kind := devkind.KindOf(rec)
-	if named, ok := m.published[rec.Device]; ok && sameHardware(named, rec, kind) {
+	if named, ok := m.published[rec.Device]; ok && sameHardware(named, rec) {
 		return named
 	}
 	var found resourceslices.Entry
 	for name, e := range m.published {
-		if sameHardware(e, rec, kind) && (found.GPU == nil || name < found.Device.Name) {
+		if sameHardware(e, rec) && (found.GPU == nil || name < found.Device.Name) {
 			found = e
 		}
 	}
@@ -129,8 +127,8 @@ func (m *deviceMetadata) entryOf(rec checkpoint.PreparedDevice) resourceslices.E
 // sameHardware reports whether a published entry is a recorded device's
 // hardware: of its kind, on its GPU, and at its placement for a MIG
 // device.
-func sameHardware(e resourceslices.Entry, rec checkpoint.PreparedDevice, kind configapi.DeviceKind) bool {
-	if e.GPU == nil || e.Kind != kind || e.GPU.UUID != ledger.Of(rec).GPU {
+func sameHardware(e resourceslices.Entry, rec checkpoint.PreparedDevice) bool {
+	if e.GPU == nil || !devkind.IsOfKind(rec, e.Kind) || e.GPU.UUID != ledger.Of(rec).GPU {
 		return false
 	}
 	return rec.Mig == nil || (e.Start == rec.Mig.Start && e.Profile.Name == rec.Mig.Profile)

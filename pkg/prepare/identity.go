@@ -48,7 +48,7 @@ const HardwareAnnotation = "gpu.nvidia.com/prepared-hardware"
 func (s *State) liveDevice(d checkpoint.PreparedDevice) (*AllocatableDevice, error) {
 	named := s.Devices[d.Device]
 	kind := devkind.KindOf(d)
-	if named != nil && named.Kind == kind && named.Behavior().Matches(d, named) == nil {
+	if named != nil && devkind.IsRecorded(d, named) {
 		return named, nil
 	}
 	gpu := ledger.Of(d).GPU
@@ -64,7 +64,7 @@ func (s *State) liveDevice(d checkpoint.PreparedDevice) (*AllocatableDevice, err
 		}
 		g = dev.GPU
 		partitionable = partitionable || dev.Partitionable || dev.Behavior().PartitionsGPU()
-		if dev.Kind == kind && dev.Behavior().Matches(d, dev) == nil && (match == nil || dev.Name < match.Name) {
+		if devkind.IsRecorded(d, dev) && (match == nil || dev.Name < match.Name) {
 			match = dev
 		}
 	}
@@ -133,7 +133,7 @@ func (s *State) specCurrent(rec checkpoint.PreparedClaim, planned []plannedDevic
 func (s *State) movedDevices(rec checkpoint.PreparedClaim) []string {
 	var out []string
 	for _, d := range rec.Devices {
-		if named := s.Devices[d.Device]; named == nil || named.Kind != devkind.KindOf(d) || named.Behavior().Matches(d, named) != nil {
+		if named := s.Devices[d.Device]; named == nil || !devkind.IsRecorded(d, named) {
 			out = append(out, d.Device)
 		}
 	}

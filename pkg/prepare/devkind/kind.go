@@ -179,6 +179,15 @@ func KindOf(rec checkpoint.PreparedDevice) configapi.DeviceKind {
 	return configapi.WholeGPU
 }
 
+// IsRecorded reports whether a published device is a record's own
+// hardware: of the record's kind and matching it (same GPU, placement).
+func IsRecorded(rec checkpoint.PreparedDevice, dev *Device) bool {
+	return IsOfKind(rec, dev.Kind) && dev.Behavior().Matches(rec, dev) == nil
+}
+
+// IsOfKind reports whether a record is of kind k (KindOf).
+func IsOfKind(rec checkpoint.PreparedDevice, k configapi.DeviceKind) bool { return KindOf(rec) == k }
+
 // OfRecord is the implementation of a recorded device's kind, read from
 // the record alone (the device may no longer be published). A whole GPU
 // watched with admin access is done as a monitor device: nothing to undo
