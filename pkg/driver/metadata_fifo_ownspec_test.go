@@ -6,9 +6,7 @@ package driver
 import (
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
-	"time"
 )
 
 // Issue 47, defect 4, third read: restoreMetadata compares a kept claim's
@@ -33,25 +31,8 @@ func TestStartSkipsFIFOInPlaceOfAClaimsMetadataSpec(t *testing.T) {
 	if err := os.Remove(spec); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mkfifo(spec, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { // a blocked reader ends once a writer comes and goes
-		if f, err := os.OpenFile(spec, os.O_RDWR|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-	})
-
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		n.start(profile)
-	}()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("start did not return within 30s: it blocks on a FIFO in place of a claim's metadata CDI spec")
-	}
+	mkfifo(t, spec)
+	startWithin30s(t, n, profile, "it blocks on a FIFO in place of a claim's metadata CDI spec")
 	if again := n.mustPrepare(c); len(again) != len(ids) || again[0] != ids[0] {
 		t.Fatalf("prepare after start answered %v, want %v", again, ids)
 	}

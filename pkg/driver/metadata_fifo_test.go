@@ -32,17 +32,8 @@ func TestStartSkipsFIFOsAndHugeMetadataFiles(t *testing.T) {
 	if err := os.Remove(file); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{specFIFO, file} {
-		if err := syscall.Mkfifo(p, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		// A blocked reader ends once a writer comes and goes.
-		t.Cleanup(func() {
-			if f, err := os.OpenFile(p, os.O_RDWR|syscall.O_NONBLOCK, 0); err == nil {
-				f.Close()
-			}
-		})
-	}
+	mkfifo(t, specFIFO)
+	mkfifo(t, file)
 	huge := filepath.Join(n.dir("cdi"), testDriver+"_metadata_huge_gpu.json")
 	if err := os.WriteFile(huge, []byte(`{"cdiVersion":"0.6.0","kind":"`+testDriver+`/metadata","devices":[{"name":"huge_gpu"}]`), 0o644); err != nil {
 		t.Fatal(err)
@@ -51,16 +42,7 @@ func TestStartSkipsFIFOsAndHugeMetadataFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		n.start(profile)
-	}()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("start did not return within 30s: it blocks on a FIFO in the CDI or plugin directory")
-	}
+	startWithin30s(t, n, profile, "it blocks on a FIFO in the CDI or plugin directory")
 	// The claim is served as before; what is not a file the helper
 	// wrote is left where it is.
 	if again := n.mustPrepare(c); len(again) != len(ids) || again[0] != ids[0] {
@@ -70,5 +52,35 @@ func TestStartSkipsFIFOsAndHugeMetadataFiles(t *testing.T) {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
+	}
+}
+
+// mkfifo makes a FIFO at path, and on cleanup opens it for writing so
+// that a reader blocked on it (the defect) ends.
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+}
+
+// startWithin30s starts the node's plugin and fails the test, saying
+// why, if start does not return within 30 s.
+func startWithin30s(t *testing.T, n *node, profile, why string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.start(profile)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("start did not return within 30s: " + why)
 	}
 }
