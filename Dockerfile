@@ -9,7 +9,7 @@
 # ships in the same image; the chart runs it with its own command.
 #
 # Base images: pin each by digest (image:tag@sha256:<index digest>, e.g. from
-# `crane digest golang:1.26-bookworm` or `docker buildx imagetools inspect`)
+# `crane digest golang:1.27-bookworm` or `docker buildx imagetools inspect`)
 # where the image is built for release. They are named by tag here because
 # the digests could not be looked up where this file was last changed (no
 # registry reachable); a tag can be moved to other content, a digest cannot
@@ -22,7 +22,7 @@
 # (cgo, for go-nvml) with Debian's cross gcc for the other one, as
 # hack/build-arch.sh does outside Docker; no emulation is needed. The final
 # stage is distroless's image for the target platform.
-FROM --platform=$BUILDPLATFORM golang:1.26-bookworm AS build
+FROM --platform=$BUILDPLATFORM golang:1.27-bookworm AS build
 ARG TARGETARCH
 ARG BUILDARCH
 # The version the binaries report (pkg/version, through hack/version.sh in

@@ -54,13 +54,21 @@ build_kubernetes() {
   (cd "$d" && go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" >/dev/null) || die "download k8s.io/kubernetes"
   local mod; mod=$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/v$K8S_VERSION.mod
   # k8s.io/kubernetes points its staging modules at ./staging; use the published ones.
-  { printf 'module k8swrap\ngo 1.26\nrequire k8s.io/kubernetes v%s\n' "$K8S_VERSION"
-    grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$mod" | awk -v v="v0.${K8S_VERSION#1.}" '{printf "replace %s => %s %s\n", $1, $1, v}'
+  # The wrapper's go line is the one k8s.io/kubernetes asks for (1.26 for
+  # 1.36/1.37, 1.27 for 1.38; GOTOOLCHAIN=go1.27.3 from lib.sh).
+  local gover; gover=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$mod" | head -1)
+  { printf 'module k8swrap\ngo %s\nrequire k8s.io/kubernetes v%s\n' "${gover:-1.26}" "$K8S_VERSION"
+    # ktesting (1.38) has no published version the proxy serves; only
+    # dependencies' tests import it, so tidy -e below leaves it out.
+    grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$mod" | grep -v 'k8s.io/ktesting ' | awk -v v="v0.${K8S_VERSION#1.}" '{printf "replace %s => %s %s\n", $1, $1, v}'
+    # 1.38 requires structured-merge-diff/v7 v7.0.1, which the module proxy
+    # refuses; v7.0.0 builds every command.
+    ! grep -q 'sigs.k8s.io/structured-merge-diff/v7 v7.0.1' "$mod" || printf 'replace sigs.k8s.io/structured-merge-diff/v7 => sigs.k8s.io/structured-merge-diff/v7 v7.0.0\n'
   } > "$d/go.mod"
   { printf '//go:build tools\npackage tools\n\nimport (\n'
     for c in "${cmds[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
     printf ')\n'; } > "$d/tools.go"
-  (cd "$d" && go mod tidy) || die "kubernetes modules"
+  (cd "$d" && go mod tidy -e) || die "kubernetes modules"
   local ldf; ldf=$(k8s_ldflags)
   for c in "${cmds[@]}"; do
     [ -x "$BIN_K8S/$c" ] && continue

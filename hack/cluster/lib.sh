@@ -1,7 +1,12 @@
 # Shared settings of the local-cluster tooling. Sourced, not run.
 # Everything built is cached outside the repository, keyed by version, so a
 # second run (or a later CI run on the same machine) reuses it.
-K8S_VERSION=${K8S_VERSION:-1.37.2}
+# The default cluster: the newest Kubernetes minor (1.38, a pre-release until
+# its GA on 2026-12-16; hack/e2e-versions.sh runs the 1.37 and 1.36 subsets).
+K8S_VERSION=${K8S_VERSION:-1.38.0-beta.0}
+# Kubernetes 1.38's modules need Go 1.27; a fresh machine has Go 1.26, and the
+# go command fetches this approved toolchain from the module proxy.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-go1.27.3}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}

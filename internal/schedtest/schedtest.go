@@ -16,13 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
-	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/deployments/static"
-	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedfeatures"
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/allocator"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
 
@@ -36,17 +34,15 @@ type T interface {
 // Cluster is one node's slices plus the shipped classes, with the devices
 // already allocated to earlier claims.
 type Cluster struct {
-	t         T
-	Node      *v1.Node
+	t    T
+	Node *v1.Node
+	// Slices are read only: the allocator runs on their conversion.
 	Slices    []*resourceapi.ResourceSlice
 	Classes   []*resourceapi.DeviceClass
-	allocated structured.AllocatedState
+	converted allocator.Slices
+	allocated *allocator.State
 	celCache  *cel.Cache
 }
-
-// Features are those on by default in Kubernetes 1.37, the list
-// pkg/diagnose runs the allocator with too.
-var Features = schedfeatures.Features
 
 // New builds a cluster from driver resources as published by nodeName.
 func New(t T, driverName, nodeName string, res resourceslice.DriverResources) *Cluster {
@@ -69,40 +65,27 @@ func NewFromSlices(t T, nodeName string, objs []*resourceapi.ResourceSlice) *Clu
 		Node:      &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{"kubernetes.io/hostname": nodeName}}},
 		Classes:   ShippedDeviceClasses(t),
 		celCache:  NewCELCache(),
-		allocated: NewAllocatedState(),
+		allocated: allocator.NewState(),
 	}
 	c.Slices = objs
+	converted, err := allocator.ConvertSlices(objs)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	c.converted = converted
 	return c
 }
 
-// NewCELCache is the compiled-expression cache the scheduler gives the
-// allocator, with the CEL features of Features.
-func NewCELCache() *cel.Cache {
-	return cel.NewCache(100, cel.Features{EnableConsumableCapacity: true})
-}
+// Converted are the cluster's slices as the allocator takes them.
+func (c *Cluster) Converted() allocator.Slices { return c.converted }
 
-// NewAllocatedState is a cluster where nothing is allocated yet.
-func NewAllocatedState() structured.AllocatedState {
-	return structured.AllocatedState{
-		AllocatedDevices:         sets.New[structured.DeviceID](),
-		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
-		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
-	}
-}
+// NewCELCache is the compiled-expression cache the scheduler gives the
+// allocator, with the CEL features of allocator.Features.
+func NewCELCache() *cel.Cache { return allocator.NewCELCache(100) }
 
 // Hold records the devices of an allocation result in state, as the
 // scheduler counts a claim's allocation for the claims after it.
-func Hold(state structured.AllocatedState, r *resourceapi.AllocationResult) {
-	for _, d := range r.Devices.Results {
-		id := structured.MakeDeviceID(d.Driver, d.Pool, d.Device)
-		if d.ShareID != nil {
-			state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, d.ShareID))
-			state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, d.ConsumedCapacity))
-		} else {
-			state.AllocatedDevices.Insert(id)
-		}
-	}
-}
+func Hold(state *allocator.State, r *resourceapi.AllocationResult) { state.Hold(r, nil) }
 
 // ShippedDeviceClasses returns the DeviceClasses the driver ships.
 func ShippedDeviceClasses(t T) []*resourceapi.DeviceClass {
@@ -114,10 +97,10 @@ func ShippedDeviceClasses(t T) []*resourceapi.DeviceClass {
 	return out
 }
 
-// List implements structured.DeviceClassLister.
+// List implements allocator.ClassLister.
 func (c *Cluster) List() ([]*resourceapi.DeviceClass, error) { return c.Classes, nil }
 
-// Get implements structured.DeviceClassLister.
+// Get implements allocator.ClassLister.
 func (c *Cluster) Get(name string) (*resourceapi.DeviceClass, error) {
 	for _, dc := range c.Classes {
 		if dc.Name == name {
@@ -132,7 +115,7 @@ func (c *Cluster) Get(name string) (*resourceapi.DeviceClass, error) {
 // that later claims compete with it, as in a real cluster.
 func (c *Cluster) Allocate(claim *resourceapi.ResourceClaim) *resourceapi.AllocationResult {
 	c.t.Helper()
-	alloc, err := structured.NewAllocator(context.Background(), Features, c.allocated, c, c.Slices, c.celCache)
+	alloc, err := allocator.New(context.Background(), c, c.allocated, c.converted, c.celCache)
 	if err != nil {
 		c.t.Fatalf("new allocator: %v", err)
 	}

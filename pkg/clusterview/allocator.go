@@ -13,10 +13,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/dynamic-resource-allocation/structured"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedfeatures"
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/allocator"
 )
 
 type classLister struct{ s *Snapshot }
@@ -40,19 +38,23 @@ func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
 // each node the pod may use, with every other claim's allocation in place,
 // and returns the first node where it fits ("" when none).
 func (c *cluster) allocate(claim *resourceapi.ResourceClaim, nodes []*corev1.Node) (string, error) {
-	state := newAllocatedState()
+	state := allocator.NewState()
 	for i := range c.snap.Claims {
 		other := &c.snap.Claims[i]
 		if other.Status.Allocation == nil || other.UID == claim.UID && claim.UID != "" {
 			continue
 		}
-		state.book(other.Status.Allocation, nil)
+		state.Hold(other.Status.Allocation, nil)
 	}
-	slices := make([]*resourceapi.ResourceSlice, 0, len(c.snap.Slices))
+	all := make([]*resourceapi.ResourceSlice, 0, len(c.snap.Slices))
 	for i := range c.snap.Slices {
-		slices = append(slices, &c.snap.Slices[i])
+		all = append(all, &c.snap.Slices[i])
 	}
-	alloc, err := structured.NewAllocator(context.Background(), schedfeatures.Features, structured.AllocatedState(state), classLister{c.snap}, slices, celCache)
+	slices, err := allocator.ConvertSlices(all)
+	if err != nil {
+		return "", err
+	}
+	alloc, err := allocator.New(context.Background(), classLister{c.snap}, state, slices, celCache)
 	if err != nil {
 		return "", err
 	}
@@ -131,33 +133,4 @@ func (c *cluster) constraintProblem(claim *resourceapi.ResourceClaim, nodes []*c
 		}
 	}
 	return ""
-}
-
-// allocatedState is what the scheduler books for allocated claims.
-type allocatedState structured.AllocatedState
-
-func newAllocatedState() allocatedState {
-	return allocatedState{
-		AllocatedDevices:         sets.New[structured.DeviceID](),
-		AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
-		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
-	}
-}
-
-// book adds an allocation's devices, those of pools keep admits (all when
-// keep is nil): a share of a shareable device by its share ID and the
-// capacity it consumed, any other device as taken.
-func (s allocatedState) book(a *resourceapi.AllocationResult, keep func(driver, pool string) bool) {
-	for _, d := range a.Devices.Results {
-		if keep != nil && !keep(d.Driver, d.Pool) {
-			continue
-		}
-		id := structured.MakeDeviceID(d.Driver, d.Pool, d.Device)
-		if d.ShareID != nil {
-			s.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, d.ShareID))
-			s.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, d.ConsumedCapacity))
-		} else {
-			s.AllocatedDevices.Insert(id)
-		}
-	}
 }

@@ -17,9 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/dynamic-resource-allocation/structured"
 
-	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedfeatures"
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/allocator"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 )
 
@@ -145,10 +144,10 @@ func (s *Snapshot) nodeCapacity(ctx context.Context, name string, slices []*reso
 	if node == nil {
 		node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
 	}
-	state := newAllocatedState()
+	state := allocator.NewState()
 	onNode := func(driver, pool string) bool { return poolNode[driver+"/"+pool] == name }
 	for _, a := range allocs {
-		state.book(a, onNode)
+		state.Hold(a, onNode)
 	}
 	slices = candidates(slices, state, match)
 	// Nodes alike in what they publish and what is allocated on them
@@ -174,16 +173,20 @@ type nodeCount struct {
 }
 
 // count allocates copies of probes on one node until they do not fit.
-func count(ctx context.Context, s *Snapshot, node *corev1.Node, slices []*resourceapi.ResourceSlice, state allocatedState, probes []*resourceapi.ResourceClaim, limit int) (NodeCapacity, error) {
+func count(ctx context.Context, s *Snapshot, node *corev1.Node, slices []*resourceapi.ResourceSlice, state *allocator.State, probes []*resourceapi.ResourceClaim, limit int) (NodeCapacity, error) {
 	name := node.Name
 	nc := NodeCapacity{Node: name}
+	converted, err := allocator.ConvertSlices(slices)
+	if err != nil {
+		return nc, err
+	}
 	for nc.Count < limit {
 		if err := ctx.Err(); err != nil {
 			return nc, err
 		}
 		// A new allocator each round: the allocator may cache what it
 		// derived from the allocated state, which each round changes.
-		alloc, err := structured.NewAllocator(ctx, schedfeatures.Features, structured.AllocatedState(state), classLister{s}, slices, celCache)
+		alloc, err := allocator.New(ctx, classLister{s}, state, converted, celCache)
 		if err != nil {
 			return nc, err
 		}
@@ -195,7 +198,7 @@ func count(ctx context.Context, s *Snapshot, node *corev1.Node, slices []*resour
 			return nc, nil
 		}
 		for i := range res {
-			state.book(&res[i], nil)
+			state.Hold(&res[i], nil)
 		}
 		nc.Count++
 	}
@@ -206,16 +209,14 @@ func count(ctx context.Context, s *Snapshot, node *corev1.Node, slices []*resour
 // candidates narrows a node's slices to the devices that may match the
 // claim and those already allocated (whose counters the allocator books).
 // Slices keep their pool, generation and count, so a pool stays complete.
-func candidates(slices []*resourceapi.ResourceSlice, state allocatedState, match func(string, *resourceapi.Device) bool) []*resourceapi.ResourceSlice {
+func candidates(slices []*resourceapi.ResourceSlice, state *allocator.State, match func(string, *resourceapi.Device) bool) []*resourceapi.ResourceSlice {
 	out := make([]*resourceapi.ResourceSlice, 0, len(slices))
 	for _, sl := range slices {
 		cp := *sl
 		cp.Spec.Devices = nil
 		for j := range sl.Spec.Devices {
 			d := &sl.Spec.Devices[j]
-			id := structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name)
-			_, shared := state.AggregatedCapacity[id]
-			if state.AllocatedDevices.Has(id) || shared || match(sl.Spec.Driver, d) {
+			if state.Has(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name) || match(sl.Spec.Driver, d) {
 				cp.Spec.Devices = append(cp.Spec.Devices, *d)
 			}
 		}
@@ -233,7 +234,7 @@ func candidates(slices []*resourceapi.ResourceSlice, state allocatedState, match
 // of appearance on the node: a constraint matchAttribute on parentUUID
 // compares them only with each other. A claim whose selectors name a UUID
 // (renamed false) keeps them.
-func signature(slices []*resourceapi.ResourceSlice, state allocatedState, rename bool) string {
+func signature(slices []*resourceapi.ResourceSlice, state *allocator.State, rename bool) string {
 	h := sha256.New()
 	enc := json.NewEncoder(h)
 	uuids := map[string]string{}
@@ -258,18 +259,17 @@ func signature(slices []*resourceapi.ResourceSlice, state allocatedState, rename
 		}
 		_ = enc.Encode(&spec) // plain API types: no error
 		for _, d := range sl.Spec.Devices {
-			id := structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name)
-			if state.AllocatedDevices.Has(id) {
+			if state.Taken(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name) {
 				fmt.Fprintf(h, "allocated %s\n", d.Name)
 			}
-			if used, ok := state.AggregatedCapacity[id]; ok {
+			if used := state.Consumed(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name); used != nil {
 				names := make([]string, 0, len(used))
 				for n := range used {
-					names = append(names, string(n))
+					names = append(names, n)
 				}
 				sort.Strings(names)
 				for _, n := range names {
-					q := used[resourceapi.QualifiedName(n)]
+					q := used[n]
 					fmt.Fprintf(h, "shared %s %s %s\n", d.Name, n, q.String())
 				}
 			}

@@ -7,14 +7,12 @@ import (
 	"context"
 	"sort"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/allocator"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
-
-	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedfeatures"
 )
 
 // Whether one device can be had now is asked of the scheduler's own
@@ -46,7 +44,11 @@ func (l probeClasses) Get(name string) (*resourceapi.DeviceClass, error) {
 func (c *cluster) fits(d *device, req *resourceapi.ExactDeviceRequest, without ...string) bool {
 	state := c.allocated
 	if len(without) > 0 {
-		state = c.allocated.without(without)
+		drop := map[string]bool{} // DeviceID.String() is driver/pool/device, a device key
+		for _, k := range without {
+			drop[k] = true
+		}
+		state = c.allocated.Without(func(key string) bool { return drop[key] })
 	}
 	only := func(driver string, x *resourceapi.Device) bool { return driver == d.Driver && x.Name == d.Dev.Name }
 	slices := candidates(c.poolSlices[d.Driver+"/"+d.Pool], state, only)
@@ -62,7 +64,11 @@ func (c *cluster) fits(d *device, req *resourceapi.ExactDeviceRequest, without .
 		probe.Namespace = "kube-system"
 	}
 	ctx := context.Background()
-	alloc, err := structured.NewAllocator(ctx, schedfeatures.Features, structured.AllocatedState(state), probeClasses{classLister{c.snap}}, slices, celCache)
+	converted, err := allocator.ConvertSlices(slices)
+	if err != nil {
+		return false
+	}
+	alloc, err := allocator.New(ctx, probeClasses{classLister{c.snap}}, state, converted, celCache)
 	if err != nil {
 		return false
 	}
@@ -112,7 +118,7 @@ func (c *cluster) blockersOf(d *device, req *resourceapi.ExactDeviceRequest) (bl
 	var drawing, overlapping []string
 	setOf := map[string]string{}
 	for _, o := range c.devices {
-		if o.Driver != d.Driver || o.Pool != d.Pool || !c.allocated.has(o) {
+		if o.Driver != d.Driver || o.Pool != d.Pool || !c.allocated.Has(o.Driver, o.Pool, o.Dev.Name) {
 			continue
 		}
 		for _, cc := range o.Dev.ConsumesCounters {
@@ -144,37 +150,4 @@ func (c *cluster) blockersOf(d *device, req *resourceapi.ExactDeviceRequest) (bl
 		set = setOf[blockers[0]]
 	}
 	return blockers, set
-}
-
-// has reports whether a device is allocated, whole or as a share.
-func (s allocatedState) has(d *device) bool {
-	id := structured.MakeDeviceID(d.Driver, d.Pool, d.Dev.Name)
-	_, shared := s.AggregatedCapacity[id]
-	return s.AllocatedDevices.Has(id) || shared
-}
-
-// without is a copy of the state with the given devices (keys
-// driver/pool/device) released, whole and every share of them.
-func (s allocatedState) without(keys []string) allocatedState {
-	out := newAllocatedState()
-	drop := map[string]bool{} // DeviceID.String() is driver/pool/device, a device key
-	for _, k := range keys {
-		drop[k] = true
-	}
-	for id := range s.AllocatedDevices {
-		if !drop[id.String()] {
-			out.AllocatedDevices.Insert(id)
-		}
-	}
-	for id := range s.AllocatedSharedDeviceIDs {
-		if !drop[structured.DeviceID{Driver: id.Driver, Pool: id.Pool, Device: id.Device}.String()] {
-			out.AllocatedSharedDeviceIDs.Insert(id)
-		}
-	}
-	for id, used := range s.AggregatedCapacity {
-		if !drop[id.String()] {
-			out.AggregatedCapacity[id] = used
-		}
-	}
-	return out
 }

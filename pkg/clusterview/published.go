@@ -11,6 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/allocator"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 )
 
@@ -72,14 +73,14 @@ type cluster struct {
 	poolSlices map[string][]*resourceapi.ResourceSlice // driver/pool -> its current slices, complete pools only
 	// allocated is every allocation but the claim's under diagnosis,
 	// booked as the scheduler books them.
-	allocated allocatedState
+	allocated *allocator.State
 }
 
 // published reads a snapshot's pools, devices and holders; the claim
 // with exceptClaimUID (the one diagnosed) counts as not allocated.
 func published(s *Snapshot, exceptClaimUID string) *cluster {
 	c := &cluster{snap: s, byKey: map[string]*device{}, holders: map[string][]holder{}, poolSlices: map[string][]*resourceapi.ResourceSlice{},
-		allocated: newAllocatedState()}
+		allocated: allocator.NewState()}
 	byPool := map[string][]*resourceapi.ResourceSlice{}
 	for i := range s.Slices {
 		sl := &s.Slices[i]
@@ -133,7 +134,7 @@ func published(s *Snapshot, exceptClaimUID string) *cluster {
 				pods = append(pods, cl.Namespace+"/"+r.Name)
 			}
 		}
-		c.allocated.book(cl.Status.Allocation, nil)
+		c.allocated.Hold(cl.Status.Allocation, nil)
 		for _, r := range cl.Status.Allocation.Devices.Results {
 			k := r.Driver + "/" + r.Pool + "/" + r.Device
 			c.holders[k] = append(c.holders[k], holder{Claim: cl.Namespace + "/" + cl.Name, Pods: pods, Request: r.Request, Shared: r.ShareID != nil, Consumed: r.ConsumedCapacity})

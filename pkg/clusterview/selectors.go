@@ -12,12 +12,13 @@ import (
 	celgo "github.com/google/cel-go/cel"
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/operators"
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/allocator"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/cel"
 )
 
 // The CEL environment of kube-scheduler 1.37 (consumable capacity on).
-var celCache = cel.NewCache(200, cel.Features{EnableConsumableCapacity: true})
+var celCache = allocator.NewCELCache(200)
 
 // selector is one CEL expression with where it comes from.
 type selector struct {
@@ -44,11 +45,7 @@ func (s selector) matches(d *device) (bool, error) {
 	if s.compiled.Error != nil {
 		return false, fmt.Errorf("%s", s.compiled.Error.Detail)
 	}
-	ok, _, err := s.compiled.DeviceMatches(context.Background(), cel.Device{
-		Driver: d.Driver, AllowMultipleAllocations: d.Dev.AllowMultipleAllocations,
-		Attributes: d.Dev.Attributes, Capacity: d.Dev.Capacity,
-	})
-	return ok, err
+	return allocator.MatchDevice(context.Background(), s.compiled, d.Driver, d.Dev)
 }
 
 // ref is an attribute or capacity an expression reads.

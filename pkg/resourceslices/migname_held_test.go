@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/dynamic-resource-allocation/structured"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/allocator"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/deviceattr"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
@@ -35,9 +35,9 @@ func TestHeldLegacyMigNamesStayCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := schedtest.New(t, driverName, "n1", res)
-		state := schedtest.NewAllocatedState()
+		state := allocator.NewState()
 		schedtest.Hold(state, &held)
-		alloc, err := structured.NewAllocator(context.Background(), schedtest.Features, state, c, c.Slices, schedtest.NewCELCache())
+		alloc, err := allocator.New(context.Background(), c, state, c.Converted(), schedtest.NewCELCache())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/dynamic-resource-allocation/structured"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/allocator"
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/schedtest"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/resourceslices"
 )
@@ -29,9 +29,9 @@ import (
 func TestParallelFilterMatchesSequential(t *testing.T) {
 	inv := simulatedInventory(t, "h100x8")
 	const nodes = 6
-	var all []*resourceapi.ResourceSlice
+	var all allocator.Slices
 	clusters := make([]*schedtest.Cluster, nodes)
-	state := schedtest.NewAllocatedState()
+	state := allocator.NewState()
 	for i := range clusters {
 		name := fmt.Sprintf("n%d", i)
 		c := schedtest.New(t, driverName, name, resourceslices.Build(name, inv, resourceslices.Options{DynamicMIG: true}))
@@ -44,7 +44,7 @@ func TestParallelFilterMatchesSequential(t *testing.T) {
 			schedtest.Hold(state, r)
 		}
 		clusters[i] = c
-		all = append(all, c.Slices...)
+		all = append(all, c.Converted()...)
 	}
 	lister := clusters[0]
 	celCache := schedtest.NewCELCache()
@@ -53,7 +53,7 @@ func TestParallelFilterMatchesSequential(t *testing.T) {
 		schedtest.Claim("whole", schedtest.Request("gpu", "gpu.nvidia.com", 1)),
 		schedtest.Claim("large", migRequest("mig", "3g.40gb")),
 	}
-	allocate := func(alloc structured.Allocator, node int, claim *resourceapi.ResourceClaim) []string {
+	allocate := func(alloc allocator.Allocator, node int, claim *resourceapi.ResourceClaim) []string {
 		results, err := alloc.Allocate(context.Background(), clusters[node].Node, []*resourceapi.ResourceClaim{claim})
 		if err != nil {
 			t.Errorf("n%d, %s: %v", node, claim.Name, err)
@@ -64,8 +64,8 @@ func TestParallelFilterMatchesSequential(t *testing.T) {
 		}
 		return schedtest.Devices(&results[0])
 	}
-	newAllocator := func() structured.Allocator {
-		alloc, err := structured.NewAllocator(context.Background(), schedtest.Features, state, lister, all, celCache)
+	newAllocator := func() allocator.Allocator {
+		alloc, err := allocator.New(context.Background(), lister, state, all, celCache)
 		if err != nil {
 			t.Fatal(err)
 		}
