@@ -28,6 +28,10 @@ const (
 	AttrDriverVersion         = "driverVersion"
 	AttrCudaDriverVersion     = "cudaDriverVersion"
 	AttrMigCapable            = "migCapable"
+	// AttrAddressingMode is how the GPU reaches system memory: "HMM",
+	// "ATS" or "None" as NVML names them; absent where NVML does not tell
+	// (drivers before R580, GPUs that do not support the query).
+	AttrAddressingMode = "addressingMode"
 
 	CapMemory          = "memory"
 	CapMultiprocessors = "multiprocessors"

@@ -42,6 +42,10 @@ type GPU struct {
 	IOMMUGroup string
 	MigCapable bool
 	MigEnabled bool
+	// AddressingMode is how the GPU reaches system memory (addressing.go):
+	// AddressingModeHMM, AddressingModeATS or AddressingModeNone; empty
+	// where NVML does not tell.
+	AddressingMode string
 	// MigModeChangeNeedsReset is true where switching MIG mode requires a
 	// GPU reset (Ampere): the plugin never changes their MIG mode, offers
 	// them for dynamic MIG only when an admin has already turned MIG mode
@@ -175,6 +179,9 @@ func describeGPU(lib nvml.Interface, dev nvml.Device, opts Options) (*GPU, error
 		return nil, fmt.Errorf("get PCI info: %s", nvml.ErrorString(ret))
 	}
 	g.PCIBusID = NormalizePCIBusID(cString(pci.BusId[:]))
+	if g.AddressingMode, err = addressingMode(lib, dev); err != nil {
+		return nil, err
+	}
 
 	current, _, ret := dev.GetMigMode()
 	switch ret {

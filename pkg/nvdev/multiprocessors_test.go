@@ -44,6 +44,8 @@ func TestMultiprocessors(t *testing.T) {
 		SystemGetCudaDriverVersionFunc: func() (int, nvml.Return) { return 12080, nvml.SUCCESS },
 		DeviceGetCountFunc:             func() (int, nvml.Return) { return 1, nvml.SUCCESS },
 		DeviceGetHandleByIndexFunc:     func(int) (nvml.Device, nvml.Return) { return dev, nvml.SUCCESS },
+		// A 570 driver: no nvmlDeviceGetAddressingMode (addressing.go).
+		ExtensionsFunc: func() nvml.ExtendedInterface { return noAddressingMode },
 	}
 	inv, err := nvdev.Discover(lib, nvdev.Options{SysfsRoot: t.TempDir()})
 	if err != nil {

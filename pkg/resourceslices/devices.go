@@ -28,9 +28,6 @@ func gpuDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
 	attrs[deviceattr.AttrIndex] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Index))}
 	attrs[deviceattr.AttrMinor] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(g.Minor))}
 	attrs[deviceattr.AttrMigCapable] = resourceapi.DeviceAttribute{BoolValue: ptr.To(g.MigCapable)}
-	if g.PCIBusID != "" {
-		attrs[deviceattribute.StandardDeviceAttributePCIBusID] = str(g.PCIBusID)
-	}
 
 	capacity := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
 		deviceattr.CapMemory: {Value: *resource.NewQuantity(int64(g.MemoryBytes), resource.BinarySI)},
@@ -46,7 +43,12 @@ func gpuDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
 }
 
 // commonAttributes are the attributes a GPU shares with its MIG devices:
-// model, architecture, driver and topology.
+// model, architecture, driver, memory addressing, the GPU's PCI address
+// and topology. They are the attributes NVIDIA's reference driver
+// publishes on both (cmd/gpu-kubelet-plugin deviceinfo.go and mig.go,
+// 95932046: CommonAttributesMig gives a MIG device its parent's), under the
+// same names and with the same values, so that a selector written against
+// its slices matches here (docs/claims.md).
 func commonAttributes(inv *nvdev.Inventory, g *nvdev.GPU) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
 	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 		deviceattr.AttrProductName:           str(g.ProductName),
@@ -55,6 +57,12 @@ func commonAttributes(inv *nvdev.Inventory, g *nvdev.GPU) map[resourceapi.Qualif
 		deviceattr.AttrCudaComputeCapability: version(g.CudaComputeCapability),
 		deviceattr.AttrDriverVersion:         version(inv.DriverVersion),
 		deviceattr.AttrCudaDriverVersion:     version(inv.CudaDriverVersion),
+	}
+	if g.AddressingMode != "" {
+		attrs[deviceattr.AttrAddressingMode] = str(g.AddressingMode)
+	}
+	if g.PCIBusID != "" {
+		attrs[deviceattribute.StandardDeviceAttributePCIBusID] = str(g.PCIBusID)
 	}
 	topologyAttributes(attrs, g)
 	return attrs

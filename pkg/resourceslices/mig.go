@@ -90,32 +90,46 @@ func placementConsumption(g *nvdev.GPU, p nvdev.MigProfile, start, size uint32) 
 }
 
 // MigDevice builds the API device of a MIG device, dynamic (not created
-// yet, no uuid) or static (existing, with uuid). It carries what users
-// select on or align by: its type, profile and parent, the model and
-// architecture, the compute capability, the PCIe root and NUMA node, and
-// its memory and multiprocessors. What only describes it (MigDetails)
-// goes into the device metadata file of a prepared device instead: every
-// attribute and capacity a device publishes is converted and put into a
-// map for each CEL evaluation the scheduler makes on it, on every Filter
-// call, and a node with dynamic MIG publishes 26 of them per GPU (docs/
-// performance.md, "Busy fleets": each one left out is a measured share of
-// a busy node's Filter cost).
+// yet, no uuid) or static (existing, with uuid): its type, profile and
+// parent, the parent's attributes that NVIDIA's reference driver gives its
+// MIG devices too (commonAttributes: model, brand, architecture, compute
+// capability, driver versions, addressing mode, PCI address, topology), and
+// the capacities it gives them: memory, multiprocessors and engines
+// (CommonCapacitiesMig in its mig.go, 95932046). Its placement goes into
+// the device metadata file of a prepared device instead (MigDetails).
+//
+// An earlier release left brand, the driver versions, the PCI address and
+// the engines off MIG devices: the 1.37 allocator converted every
+// attribute and capacity of a device for each CEL evaluation on every
+// Filter call, and a dynamic-MIG node publishes 26 devices per GPU. A
+// selector written for NVIDIA's MIG devices (driverVersion, say) then
+// failed here. internal/allocator converts a node's slices once:
+// BenchmarkFilterPerNode allocates the same per Filter call with the
+// attributes as without them, the engine capacities add 10 allocations
+// (of about 400) to a MIG claim's call, and converting an 8 x H100
+// dynamic-MIG node's slices, once per slice change, takes 4,800 -> 7,900
+// allocations. A device stays within the API's 32 attributes and
+// capacities (TestPublishedDevicesWithinAttributeLimit).
 func MigDevice(inv *nvdev.Inventory, g *nvdev.GPU, p nvdev.MigProfile, start, size uint32, uuid string) resourceapi.Device {
-	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		deviceattr.AttrType:                  str(configapi.MIG.Attribute()),
-		deviceattr.AttrProfile:               str(p.Name),
-		deviceattr.AttrParentUUID:            str(g.UUID),
-		deviceattr.AttrProductName:           str(g.ProductName),
-		deviceattr.AttrArchitecture:          str(g.Architecture),
-		deviceattr.AttrCudaComputeCapability: version(g.CudaComputeCapability),
-	}
-	topologyAttributes(attrs, g)
+	attrs := commonAttributes(inv, g)
+	attrs[deviceattr.AttrType] = str(configapi.MIG.Attribute())
+	attrs[deviceattr.AttrProfile] = str(p.Name)
+	attrs[deviceattr.AttrParentUUID] = str(g.UUID)
 	if uuid != "" {
 		attrs[deviceattr.AttrUUID] = str(uuid)
 	}
 	capacity := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-		deviceattr.CapMemory:          {Value: *resource.NewQuantity(int64(p.Info.MemorySizeMB)<<20, resource.BinarySI)},
-		deviceattr.CapMultiprocessors: {Value: *resource.NewQuantity(int64(p.Info.MultiprocessorCount), resource.DecimalSI)},
+		deviceattr.CapMemory: {Value: *resource.NewQuantity(int64(p.Info.MemorySizeMB)<<20, resource.BinarySI)},
+	}
+	for name, n := range map[resourceapi.QualifiedName]uint32{
+		deviceattr.CapMultiprocessors: p.Info.MultiprocessorCount,
+		deviceattr.CapCopyEngines:     p.Info.CopyEngineCount,
+		deviceattr.CapDecoders:        p.Info.DecoderCount,
+		deviceattr.CapEncoders:        p.Info.EncoderCount,
+		deviceattr.CapJpegEngines:     p.Info.JpegCount,
+		deviceattr.CapOfaEngines:      p.Info.OfaCount,
+	} {
+		capacity[name] = resourceapi.DeviceCapacity{Value: *resource.NewQuantity(int64(n), resource.DecimalSI)}
 	}
 	name := deviceattr.MigDeviceName(g.Minor, p.Name, start)
 	if uuid == "" {
@@ -125,28 +139,25 @@ func MigDevice(inv *nvdev.Inventory, g *nvdev.GPU, p nvdev.MigProfile, start, si
 }
 
 // MigDetails describe a MIG entry beyond what it publishes: its
-// placement, its parent's minor, its engines, and the node's driver and
-// the GPU's brand (which the parent GPU publishes). The device metadata
-// file of a prepared MIG device carries them, under these names; they are
-// made when a device is prepared, not kept for every published one.
-func MigDetails(inv *nvdev.Inventory, e Entry) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+// placement, its parent's minor and its engines. The device metadata file
+// of a prepared MIG device carries them, under these names, beside what
+// the device publishes; they are made when a device is prepared, not kept
+// for every published one.
+func MigDetails(_ *nvdev.Inventory, e Entry) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
 	if !e.Kind.IsMIG() {
 		return nil // a GPU used whole, passed through or watched has none
 	}
 	g, p, start, size := e.GPU, e.Profile, e.Start, e.Size
 	n := func(v int64) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{IntValue: ptr.To(v)} }
 	return map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		deviceattr.AttrParentMinor:       n(int64(g.Minor)),
-		deviceattr.AttrPlacementStart:    n(int64(start)),
-		deviceattr.AttrPlacementSize:     n(int64(size)),
-		deviceattr.AttrBrand:             str(g.Brand),
-		deviceattr.AttrDriverVersion:     version(inv.DriverVersion),
-		deviceattr.AttrCudaDriverVersion: version(inv.CudaDriverVersion),
-		deviceattr.CapCopyEngines:        n(int64(p.Info.CopyEngineCount)),
-		deviceattr.CapDecoders:           n(int64(p.Info.DecoderCount)),
-		deviceattr.CapEncoders:           n(int64(p.Info.EncoderCount)),
-		deviceattr.CapJpegEngines:        n(int64(p.Info.JpegCount)),
-		deviceattr.CapOfaEngines:         n(int64(p.Info.OfaCount)),
+		deviceattr.AttrParentMinor:    n(int64(g.Minor)),
+		deviceattr.AttrPlacementStart: n(int64(start)),
+		deviceattr.AttrPlacementSize:  n(int64(size)),
+		deviceattr.CapCopyEngines:     n(int64(p.Info.CopyEngineCount)),
+		deviceattr.CapDecoders:        n(int64(p.Info.DecoderCount)),
+		deviceattr.CapEncoders:        n(int64(p.Info.EncoderCount)),
+		deviceattr.CapJpegEngines:     n(int64(p.Info.JpegCount)),
+		deviceattr.CapOfaEngines:      n(int64(p.Info.OfaCount)),
 	}
 }
 

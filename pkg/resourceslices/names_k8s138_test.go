@@ -86,6 +86,13 @@ func staticMigInventory(t *testing.T, model string, count int) *nvdev.Inventory 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return staticMig(t, sim, inv)
+}
+
+// staticMig creates staticMigInventory's MIG devices on a simulated node
+// in MIG mode and discovers it again.
+func staticMig(t *testing.T, sim *simulate.Simulator, inv *nvdev.Inventory) *nvdev.Inventory {
+	t.Helper()
 	for i, g := range inv.GPUs {
 		p := g.MigProfiles[i%len(g.MigProfiles)]
 		info := p.Info
@@ -101,7 +108,7 @@ func staticMigInventory(t *testing.T, model string, count int) *nvdev.Inventory 
 			t.Fatalf("GPU %d: create %s compute instance: %s", g.Minor, p.Name, nvml.ErrorString(ret))
 		}
 	}
-	inv, err = nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot()})
+	inv, err := nvdev.Discover(sim, nvdev.Options{SysfsRoot: sim.SysfsRoot()})
 	if err != nil {
 		t.Fatal(err)
 	}

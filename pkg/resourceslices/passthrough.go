@@ -79,8 +79,11 @@ func passthroughOffered(g *nvdev.GPU, m Mode, o Options) bool {
 // this node's, will see the GPU.
 func vfioDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
 	attrs := commonAttributes(inv, g)
+	// The VM's driver, not this node's, runs the GPU, and its host's
+	// memory addressing is not this node's either.
 	delete(attrs, deviceattr.AttrDriverVersion)
 	delete(attrs, deviceattr.AttrCudaDriverVersion)
+	delete(attrs, deviceattr.AttrAddressingMode)
 	attrs[deviceattr.AttrType] = str(deviceattr.TypeVFIO)
 	attrs[deviceattr.AttrUUID] = str(g.UUID)
 	attrs[deviceattribute.StandardDeviceAttributePCIBusID] = str(g.PCIBusID)

@@ -64,6 +64,7 @@ func New(profile Profile, nodeName, dir string) (*Simulator, error) {
 	}
 	srv := server.NewServerWithGPUs(DriverVersion, NVMLVersion, CudaDriverVersion, configs...)
 	sim := &Simulator{Server: srv, Profile: profile, Dir: dir, pci: &pciState{driver: map[string]string{}}}
+	sim.wireSymbols() // addressing.go
 	if err := sim.loadBootID(); err != nil {
 		return nil, err
 	}
@@ -185,6 +186,7 @@ func (s *Simulator) wireDevice(dev *server.Device) {
 	}
 	dev.IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return false, nvml.SUCCESS }
 	s.wireProcesses(dev)
+	s.wireAddressingMode(dev)
 }
 
 // SMs is the number of SMs of a simulated GPU.
