@@ -34,6 +34,9 @@ type Metrics struct {
 	// ignored application XIDs included.
 	DeviceHealthy *prometheus.GaugeVec
 	XIDEvents     *prometheus.CounterVec
+
+	// id labels NVIDIA's names of the same series (nvidia.go).
+	id identity
 }
 
 // New registers the collectors.
@@ -68,16 +71,20 @@ func New() *Metrics {
 	discoveryFailures := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: metricname.DiscoveryFailedGPUs, Help: "GPUs left out at discovery because NVML could not describe them.",
 	}, func() float64 { return float64(nvdev.FailedGPUsTotal()) })
+	m.id.driver = DefaultDriverName
 	m.Registry.MustRegister(m.PrepareDuration, m.UnprepareDuration, m.Errors, m.DeviceHealthy, m.XIDEvents, discoveryFailures,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo(version.Get()))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo(version.Get()),
+		newNVIDIAAliases(m))
 	return m
 }
 
 // ObservePreparedDevices exports the number of devices held by prepared
 // claims, computed when Prometheus scrapes rather than on every prepare.
+// ObservePreparedDevicesByKind (nvidia.go) exports it too, and NVIDIA's
+// name of it by device type.
 func (m *Metrics) ObservePreparedDevices(count func() int) {
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: metricname.PreparedDevices, Help: "Devices currently held by prepared claims on this node.",
+		Name: metricname.PreparedDevices, Help: preparedDevicesHelp,
 	}, func() float64 { return float64(count()) }))
 }
 
