@@ -123,7 +123,7 @@ bench-startup: ## Time to published slices and idle RSS against the local cluste
 bench-api: ## Prepare/unprepare p50/p99 and cycles/s against a real kube-apiserver (local cluster, or etcd + apiserver from the cluster cache)
 	hack/bench-api.sh
 
-allocator-patches: ## Apply hack/allocator/series to the v1.37 allocator (a module-cache copy) and run its own tests and this project's allocation tests on it
+allocator-patches: ## Apply hack/allocator/series to the v1.37 allocator (a module-cache copy) and run its own tests (this project's allocation tests too when go.mod links that version)
 	TESTS_ONLY=1 hack/bench-allocator-patch.sh
 
 # Not in .ci/run: about 25 min on 2 shared cores (REPEATS=2). Env: NODES, LAYOUTS, MODES, REPEATS, PODS_PER_NODE, OUT, SCHEDULER.
@@ -133,7 +133,7 @@ bench-scale: ## Scheduler pods/s, CPU per pod and create-to-bind p50/p99 over 10
 bench-explain: ## Pending explainer (Event latency, webhook CPU/RSS) and gpudra diagnose over 100 and 500 dynamic-MIG nodes (own etcd/apiserver/scheduler)
 	hack/bench-explain.sh
 
-demo: ## Build, start a local Kubernetes 1.37 cluster, install the chart with simulated GPUs, run demo/specs
+demo: ## Build, start a local Kubernetes 1.38 cluster, install the chart with simulated GPUs, run demo/specs
 	hack/demo.sh
 
 demo-offline: build ## Same story without a cluster: the plugin, the scheduler's allocator and CDI in one process
@@ -142,9 +142,12 @@ demo-offline: build ## Same story without a cluster: the plugin, the scheduler's
 e2e: ## End-to-end tests on the local cluster (built and started as needed, stopped after)
 	hack/e2e.sh
 
-.PHONY: e2e-oldest
-e2e-oldest: ## The e2e subset on the oldest Kubernetes the chart admits (1.36, built and cached like 1.37), every gate at its default
-	hack/e2e-oldest.sh
+.PHONY: e2e-oldest e2e-1.37
+e2e-oldest: ## The e2e subset on the oldest Kubernetes the chart admits (1.36.5, built and cached like 1.38), every gate at its default
+	hack/e2e-subset.sh 1.36.5
+
+e2e-1.37: ## The e2e subset on Kubernetes 1.37.2 (built and cached like 1.38), every gate at its default
+	hack/e2e-subset.sh 1.37.2
 
 # CHAOS_ROUNDS from the environment or the command line (make chaos CHAOS_ROUNDS=10); 3 when unset.
 chaos: ## Churn-and-kill on the local cluster: claim mix, plugin SIGKILLed in prepare and unprepare, nothing left after

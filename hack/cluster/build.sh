@@ -3,7 +3,7 @@
 # etcd, containerd, Kubernetes server binaries and kubectl, helm; and installs
 # the Debian packages the node needs; `build.sh kueue` builds Kueue for its
 # e2e; `build.sh kubernetes` only the Kubernetes binaries of $K8S_VERSION
-# (K8S_VERSION=1.36.5 for the oldest supported minor, hack/e2e-oldest.sh).
+# (K8S_VERSION=1.37.2 or 1.36.5 for the older minors, hack/e2e-subset.sh).
 # Safe to re-run: cached parts are skipped.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -45,6 +45,100 @@ build_containerd() {
   say "built containerd $CONTAINERD_VERSION in $(since "$s")s"
 }
 
+# apiextensions_api DIR PREV: Kubernetes 1.38 moved the CustomResourceDefinition
+# types and their generated clients out of k8s.io/apiextensions-apiserver into
+# a new staging module, k8s.io/apiextensions-api, which the Go module proxy
+# does not serve (every version refused, 2026-12-01). Its packages are the
+# ones k8s.io/apiextensions-apiserver PREV (the previous minor, served)
+# carried under the same names: the v1 and v1beta1 types without their
+# conversions to the internal version (those stay in apiextensions-apiserver
+# 1.38) and pkg/client. This assembles that module under DIR from the module
+# cache, import paths moved, so kube-apiserver and kube-controller-manager
+# build; docs/install.md says so. Remove once the proxy serves the module.
+apiextensions_api() {
+  local out=$1 prev=$2 src v f
+  src=$(cd "$CACHE" && go mod download -json "k8s.io/apiextensions-apiserver@$prev" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
+  [ -d "$src/pkg/apis/apiextensions/v1" ] || die "k8s.io/apiextensions-apiserver@$prev: no pkg/apis/apiextensions/v1"
+  rm -rf "$out"; mkdir -p "$out/pkg/apis/apiextensions"
+  for v in v1 v1beta1; do
+    mkdir -p "$out/pkg/apis/apiextensions/$v"
+    for f in "$src/pkg/apis/apiextensions/$v"/*.go; do
+      case $(basename "$f") in *_test.go|conversion.go|zz_generated.conversion.go) continue ;; esac
+      cp "$f" "$out/pkg/apis/apiextensions/$v/"
+    done
+    # marshal.go's one use of what conversion.go declared.
+    printf 'package %s\n\nvar nullLiteral = []byte(`null`)\n' "$v" > "$out/pkg/apis/apiextensions/$v/null.go"
+  done
+  cp -r "$src/pkg/client" "$out/pkg/client"
+  chmod -R u+w "$out"
+  find "$out" -name '*_test.go' -delete
+  find "$out" -name '*.go' -exec sed -i \
+    -e 's#"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"#"k8s.io/apiextensions-api/pkg/apis/apiextensions/v1"#' \
+    -e 's#"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"#"k8s.io/apiextensions-api/pkg/apis/apiextensions/v1beta1"#' \
+    -e 's#"k8s.io/apiextensions-apiserver/pkg/client/#"k8s.io/apiextensions-api/pkg/client/#' \
+    -e 's#"sigs.k8s.io/structured-merge-diff/v6/#"sigs.k8s.io/structured-merge-diff/v7/#' {} +
+  printf 'module k8s.io/apiextensions-api\ngo 1.26\n' > "$out/go.mod"
+}
+
+# iptables_wrappers DIR: 1.38's kubelet imports sigs.k8s.io/iptables-wrappers
+# (what was k8s.io/kubernetes/pkg/util/iptables), which the module proxy does
+# not serve either. The kubelet uses it only to create the
+# KUBE-IPTABLES-HINT and KUBE-FIREWALL chains "for the benefit of other
+# components" (kube-proxy; pkg/kubelet/kubelet_network_linux.go), and does
+# without them on hosts that have no iptables. This stand-in is such a host:
+# NewBestEffort finds no iptables, so the kubelet logs "No iptables support"
+# and goes on. The local cluster runs no kube-proxy, so nothing reads those
+# chains; docs/install.md says so. Remove once the proxy serves the module.
+iptables_wrappers() {
+  local out=$1
+  rm -rf "$out"; mkdir -p "$out/pkg/iptables"
+  printf 'module sigs.k8s.io/iptables-wrappers\ngo 1.26\n' > "$out/go.mod"
+  cat > "$out/pkg/iptables/iptables.go" <<'GO'
+// Package iptables: a host without iptables, for the local cluster's kubelet
+// (hack/cluster/build.sh iptables_wrappers says why).
+package iptables
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+type (
+	Chain        string
+	Table        string
+	RulePosition string
+	Protocol     string
+	Mode         int
+)
+
+const (
+	TableNAT    Table        = "nat"
+	TableFilter Table        = "filter"
+	TableMangle Table        = "mangle"
+	ChainInput  Chain        = "INPUT"
+	ChainOutput Chain        = "OUTPUT"
+	Prepend     RulePosition = "-I"
+	Append      RulePosition = "-A"
+	ProtocolIPv4 Protocol    = "IPv4"
+	ProtocolIPv6 Protocol    = "IPv6"
+	UseInstalledMode Mode    = 0
+)
+
+type Interface interface {
+	EnsureChain(ctx context.Context, table Table, chain Chain) (bool, error)
+	EnsureRule(ctx context.Context, position RulePosition, table Table, chain Chain, args ...string) (bool, error)
+	IsIPv6() bool
+	Protocol() Protocol
+	Monitor(ctx context.Context, canary Chain, tables []Table, reloadFunc func(), interval time.Duration)
+}
+
+// NewBestEffort finds no iptables on this host.
+func NewBestEffort(ctx context.Context, mode Mode) map[v1.IPFamily]Interface { return nil }
+GO
+}
+
 build_kubernetes() {
   local cmds=(kubectl kube-scheduler kube-controller-manager kubelet kube-apiserver) c missing=0
   for c in "${cmds[@]}"; do [ -x "$BIN_K8S/$c" ] || missing=1; done
@@ -60,10 +154,19 @@ build_kubernetes() {
   { printf 'module k8swrap\ngo %s\nrequire k8s.io/kubernetes v%s\n' "${gover:-1.26}" "$K8S_VERSION"
     # ktesting (1.38) has no published version the proxy serves; only
     # dependencies' tests import it, so tidy -e below leaves it out.
-    grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$mod" | grep -v 'k8s.io/ktesting ' | awk -v v="v0.${K8S_VERSION#1.}" '{printf "replace %s => %s %s\n", $1, $1, v}'
+    grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$mod" | grep -v -e 'k8s.io/ktesting ' -e 'k8s.io/apiextensions-api ' | awk -v v="v0.${K8S_VERSION#1.}" '{printf "replace %s => %s %s\n", $1, $1, v}'
     # 1.38 requires structured-merge-diff/v7 v7.0.1, which the module proxy
     # refuses; v7.0.0 builds every command.
     ! grep -q 'sigs.k8s.io/structured-merge-diff/v7 v7.0.1' "$mod" || printf 'replace sigs.k8s.io/structured-merge-diff/v7 => sigs.k8s.io/structured-merge-diff/v7 v7.0.0\n'
+    if grep -q 'k8s.io/apiextensions-api => ./staging' "$mod"; then
+      local minor=${K8S_VERSION#1.}; minor=${minor%%.*}
+      apiextensions_api "$d/apiextensions-api" "v0.$((minor - 1)).2"
+      printf 'replace k8s.io/apiextensions-api => ./apiextensions-api\n'
+    fi
+    if grep -q 'sigs.k8s.io/iptables-wrappers ' "$mod"; then
+      iptables_wrappers "$d/iptables-wrappers"
+      printf 'replace sigs.k8s.io/iptables-wrappers => ./iptables-wrappers\n'
+    fi
   } > "$d/go.mod"
   { printf '//go:build tools\npackage tools\n\nimport (\n'
     for c in "${cmds[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done

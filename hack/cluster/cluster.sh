@@ -15,27 +15,25 @@ source "$(dirname "$0")/lib.sh"
 # cluster lock (fd 9) that demo/e2e/chaos hold, or it would never be released.
 exec 9>&-
 export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK
-# Alpha DRA gates of 1.37 turned on for the tests that use them. Never
-# DynamicResourceAllocation: GA and locked since 1.34, and 1.38 removes it
-# (naming it is then a start-up error). DRA_GATES= (empty) runs Kubernetes'
-# own defaults, as hack/e2e-oldest.sh does on 1.36, which knows none of
-# these alpha names.
-DRA_GATES=${DRA_GATES-GenericWorkload=true,DRAWorkloadResourceClaims=true,DRAResourcePoolStatus=true,DRAListTypeAttributes=true,DRADerivedAttributes=true,DRANodeAllocatableResources=true,DRAPartitionableDevicesType=true,DRADeviceCompatibilityGroups=true,DRAOptionalNodeOperations=true}
-# API versions: what 1.38 serves. resource.k8s.io/v1beta1 and v1beta2 are
-# off (1.37 and 1.36 leave them off by default too:
-# pkg/controlplane/instance.go betaAPIGroupVersionsDisabledByDefault; 1.38
-# stops serving v1beta1, 1.39 v1beta2), said explicitly so that nothing
-# here depends on them unnoticed. GPU_DRA_OLD_RESOURCE_APIS=1 turns both
-# on, for clients that still read them: dcgm-exporter's releases whose
-# DRA mode lists ResourceSlices as v1beta1 (docs/monitoring.md).
-# scheduling.k8s.io/v1beta1 is for GenericWorkload, resource.k8s.io/v1alpha3
-# for DRAResourcePoolStatus (ResourcePoolStatusRequests), both alpha gates
-# above; RUNTIME_CONFIG= (empty, with DRA_GATES=) serves only the defaults.
-RUNTIME_CONFIG=${RUNTIME_CONFIG-scheduling.k8s.io/v1beta1=true,resource.k8s.io/v1alpha3=true}
+# Feature gates: Kubernetes' own defaults (DRA_GATES empty), as a production
+# cluster of 1.38 runs: every DRA feature this driver uses is GA or beta and
+# on by default there (DRAPartitionableDevices, DRADeviceTaints and
+# DRADeviceBindingConditions locked on; DRAConsumableCapacity and
+# DRAFractionalCapacityRange GA), and no e2e test needs an alpha gate.
+# DRA_GATES=<list> turns gates on for a run of one's own; never name
+# DynamicResourceAllocation, which 1.38 removed (a start-up error).
+DRA_GATES=${DRA_GATES-}
+# API versions: only what Kubernetes serves by default, resource.k8s.io/v1
+# (1.38 deleted v1beta1; v1beta2 is off by default from 1.36 on:
+# pkg/controlplane/instance.go betaAPIGroupVersionsDisabledByDefault).
+# GPU_DRA_OLD_RESOURCE_APIS=1 turns v1beta2 on (and v1beta1 before 1.38)
+# for clients that still read them: dcgm-exporter's releases whose DRA mode
+# lists ResourceSlices as v1beta1 (docs/monitoring.md).
+RUNTIME_CONFIG=${RUNTIME_CONFIG-}
 if [ "${GPU_DRA_OLD_RESOURCE_APIS:-}" = 1 ]; then
-  RUNTIME_CONFIG=${RUNTIME_CONFIG:+$RUNTIME_CONFIG,}resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true
-else
-  RUNTIME_CONFIG=${RUNTIME_CONFIG:+$RUNTIME_CONFIG,}resource.k8s.io/v1beta1=false,resource.k8s.io/v1beta2=false
+  old=resource.k8s.io/v1beta2=true
+  case $K8S_VERSION in 1.36.*|1.37.*) old=resource.k8s.io/v1beta1=true,$old ;; esac
+  RUNTIME_CONFIG=${RUNTIME_CONFIG:+$RUNTIME_CONFIG,}$old
 fi
 # What a running cluster was started with: `up` restarts a cluster that
 # runs another version, other gates or other API versions, so a script

@@ -83,7 +83,11 @@ func (o *diagnoseOptions) sub(use, short, kind string) *cobra.Command {
 			}
 			printed, err := o.out.print(cmd.OutOrStdout(), r)
 			if !printed {
-				err = r.WriteText(cmd.OutOrStdout())
+				if err = r.WriteText(cmd.OutOrStdout()); err == nil && t.Kind != "node" {
+					// A node's diagnosis reads what it publishes;
+					// pods and claims are answered by the allocator.
+					noteAllocator(cmd.ErrOrStderr(), snap)
+				}
 			}
 			if err != nil {
 				return err

@@ -154,7 +154,11 @@ not CPU, memory, taints or cordons.`,
 			if printed, err := o.out.print(cmd.OutOrStdout(), r); printed {
 				return err
 			}
-			return r.WriteTable(cmd.OutOrStdout(), o.out.format == "wide")
+			if err := r.WriteTable(cmd.OutOrStdout(), o.out.format == "wide"); err != nil {
+				return err
+			}
+			noteAllocator(cmd.ErrOrStderr(), snap)
+			return nil
 		},
 	}
 	o = newFleetOptions(cmd, prog, "wide (every node, also those that take none), json or yaml (default: a table)")
@@ -215,5 +219,9 @@ func (o *fleetOptions) podCapacity(cmd *cobra.Command, forRef, file string, limi
 	if printed, err := o.out.print(cmd.OutOrStdout(), r); printed {
 		return err
 	}
-	return r.WriteTable(cmd.OutOrStdout())
+	if err := r.WriteTable(cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	noteAllocator(cmd.ErrOrStderr(), snap)
+	return nil
 }

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/allocator"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/clusterview"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/pendingexplainer"
 )
 
@@ -147,6 +149,14 @@ func (t *leaderTerm) wait() {
 // ends.
 func explain(ctx context.Context, client kubernetes.Interface, driverName string) {
 	logger := klog.FromContext(ctx)
+	// Its explanations are the allocator's this binary links, whatever the
+	// cluster's kube-scheduler: say which, and warn across minors (after an
+	// upgrade of the control plane without one of this chart).
+	line, warning := allocator.Describe(clusterview.ServerVersion(client))
+	logger.Info("Pending explainer: " + line)
+	if warning != "" {
+		logger.Info("WARNING: " + warning)
+	}
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		logger.Error(err, "Starting the event recorder")

@@ -31,7 +31,7 @@ type Target struct {
 // Gather reads the cluster state a diagnosis of t needs. It fails only when
 // nothing useful can be read; what it could not read goes to Unreadable.
 func Gather(ctx context.Context, cs kubernetes.Interface, driverName string, t Target) (*Snapshot, error) {
-	s := &Snapshot{DriverName: driverName, PluginMetrics: map[string]string{}, KubeletMetrics: map[string]string{}}
+	s := &Snapshot{DriverName: driverName, ServerVersion: ServerVersion(cs), PluginMetrics: map[string]string{}, KubeletMetrics: map[string]string{}}
 	unreadable := func(what string, err error) { s.Unreadable = append(s.Unreadable, fmt.Sprintf("%s: %v", what, err)) }
 	all := metav1.ListOptions{}
 
@@ -123,4 +123,14 @@ func (s *Snapshot) events(ctx context.Context, cs kubernetes.Interface, kind, na
 // events tell; prepare errors still come from the pod's events.
 func MetricsNotRead(node string) string {
 	return fmt.Sprintf("metrics of node %s (the plugin's gpu_dra_* and the kubelet's plugin registration): not read, since they are reachable only through the API server's pods/proxy and nodes/proxy, which this tool does not use; read them where Prometheus scrapes them, or on the node: curl http://<plugin pod IP>:%d/metrics (the chart's kubeletPlugin.metricsPort)", node, defaultMetricsPort)
+}
+
+// ServerVersion is the API server's gitVersion, "" when it cannot be read
+// (the answers do not depend on it; it only decides a warning).
+func ServerVersion(cs kubernetes.Interface) string {
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil || v == nil {
+		return ""
+	}
+	return v.GitVersion
 }

@@ -31,6 +31,10 @@ import (
 type Snapshot struct {
 	// DriverName is this driver's name (gpu.nvidia.com unless changed).
 	DriverName string `json:"driverName"`
+	// ServerVersion is the API server's gitVersion ("" when unread): the
+	// operator commands warn when its minor is not the one whose
+	// allocator they simulate (internal/allocator.Describe).
+	ServerVersion string `json:"serverVersion,omitempty"`
 	// Pods holds the pod under diagnosis, if any, and, for a Pending
 	// pod, the pods bound to nodes (podfit.Slim: their requests).
 	Pods []corev1.Pod `json:"pods,omitempty"`

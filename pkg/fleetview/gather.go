@@ -20,7 +20,7 @@ import (
 // DeviceClasses) and, for a template, one Get. Pods are not listed: a claim's reservedFor
 // names the pods that use it, which is what the scheduler goes by.
 func Gather(ctx context.Context, cs kubernetes.Interface, driverName, template string) (*clusterview.Snapshot, error) {
-	s := &clusterview.Snapshot{DriverName: driverName}
+	s := &clusterview.Snapshot{DriverName: driverName, ServerVersion: clusterview.ServerVersion(cs)}
 	all := metav1.ListOptions{}
 	// In pages, without managed fields: at 500 dynamic-MIG nodes the
 	// slices are ~0.5 GiB decoded, and one response of all of them, plus

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The e2e subset on the oldest Kubernetes the chart admits (Chart.yaml
-# kubeVersion), built from source like 1.37 and cached by version under
+# hack/e2e-subset.sh VERSION: the e2e subset on an older Kubernetes minor
+# than the default cluster's (1.38): 1.37.2 (make e2e-1.37) and the oldest
+# the chart admits, 1.36.5 (Chart.yaml kubeVersion; make e2e-oldest), built
+# from source like 1.38 and cached by version under
 # $CACHE/bin/kubernetes-v<version>. It runs with Kubernetes' own defaults:
 # no feature gate and no API version beyond them (DRA_GATES= and
 # RUNTIME_CONFIG=, see hack/cluster/cluster.sh), resource.k8s.io/v1beta1
@@ -23,17 +25,17 @@
 # a busy MIG node (TestAdminMonitorOnBusyMIGNode), device taints
 # (TestHealthXID) and a reboot (TestNodeReboot).
 #
-# The cluster lock is hack/e2e.sh's; a 1.37 cluster that ran before is
+# The cluster lock is hack/e2e.sh's; a default cluster that ran before is
 # started again afterwards (with the default settings), so the shared
 # cluster is not left down for the next user.
-#   OLDEST_K8S_VERSION  the version (default 1.36.5: the newest 1.36 patch
-#                       the Go module proxy serves)
-#   E2E_RUN             another test regexp instead of the subset
+#   VERSION  1.36.5 and 1.37.2 are the newest patches of those minors the Go
+#            module proxy serves
+#   E2E_RUN  another test regexp instead of the subset
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/cluster/lib.sh
 E2E_SUBSET='^(TestDriver|TestMigExtendedResources|TestWebhook|TestPluginTokenConfinedByPolicy|TestAdminMonitorOnBusyMIGNode|TestHealthXID|TestNodeReboot)$'
-oldest=${OLDEST_K8S_VERSION:-1.36.5}
+version=${1:?usage: $0 VERSION (e.g. 1.37.2)}
 running_before=0
 if p=$(cat "$PIDS/kubelet" 2>/dev/null) && kill -0 "$p" 2>/dev/null; then running_before=1; fi
 restore() {
@@ -52,5 +54,5 @@ s=$(now)
 # minutes cold on 2 busy cores, seconds when cached), restarts the cluster
 # with these settings (cluster.sh up compares what it runs with) and takes
 # it down afterwards unless KEEP_CLUSTER=1.
-K8S_VERSION=$oldest DRA_GATES= RUNTIME_CONFIG= E2E_RUN=${E2E_RUN:-$E2E_SUBSET} hack/e2e.sh
-say "e2e subset on Kubernetes v$oldest: $(since "$s")s"
+K8S_VERSION=$version DRA_GATES= RUNTIME_CONFIG= E2E_RUN=${E2E_RUN:-$E2E_SUBSET} hack/e2e.sh
+say "e2e subset on Kubernetes v$version: $(since "$s")s"
