@@ -105,7 +105,8 @@ func (w *Writer) SpecPath(claimUID types.UID) string {
 
 // Write creates (or replaces) the spec of a claim. Its devices are named so
 // that DeviceID gives their CDI IDs. annotations are stored in the spec as
-// they are (pkg/checkpoint puts the claim's record there).
+// they are (pkg/checkpoint puts the claim's record there), with the
+// version of the driver whose files the edits name (driverfiles.go).
 func (w *Writer) Write(claimUID types.UID, devices []Device, annotations map[string]string) error {
 	var gpus, vms []Device
 	for _, d := range devices {
@@ -115,6 +116,10 @@ func (w *Writer) Write(claimUID types.UID, devices []Device, annotations map[str
 			gpus = append(gpus, d)
 		}
 	}
+	// Read before the edits are made: a version that changes meanwhile
+	// leaves a spec that the next start finds stale, never one that
+	// claims to fit a driver it was not made for.
+	annotations = w.withDriverVersion(annotations, len(gpus) > 0)
 	// The NVIDIA stack's claim-wide edits (control nodes, libraries) only
 	// where a device uses it: a VM's GPU is bound to vfio-pci.
 	var claimEdits cdispec.ContainerEdits

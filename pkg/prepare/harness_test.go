@@ -85,6 +85,9 @@ type node struct {
 	state   *State
 	// passthrough, when set, is the State's (passthrough_test.go).
 	passthrough *PassthroughConfig
+	// cdiEdits, when set, replaces edits in the CDI writer restart builds
+	// (nvcdi over a driver root: driverupgrade_test.go).
+	cdiEdits cdi.Edits
 }
 
 // newNode simulates profile (e.g. "h100x2"). Every GPU is published whole
@@ -143,7 +146,11 @@ func (n *node) restart() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	w, err := cdi.NewWriter(filepath.Join(n.dir, "cdi"), testDriver, n.edits)
+	var edits cdi.Edits = n.edits
+	if n.cdiEdits != nil {
+		edits = n.cdiEdits
+	}
+	w, err := cdi.NewWriter(filepath.Join(n.dir, "cdi"), testDriver, edits)
 	if err != nil {
 		n.t.Fatal(err)
 	}

@@ -116,14 +116,17 @@ func hardwareKey(devices []cdi.Device) string {
 }
 
 // specCurrent reports whether a claim's CDI spec is usable as it is: on
-// disk, this driver's, carrying an undamaged record, and written for the
-// hardware that planned is now (same UUIDs, minors, addresses).
+// disk, this driver's, carrying an undamaged record, written for the
+// hardware that planned is now (same UUIDs, minors, addresses) and for the
+// NVIDIA driver installed now (an in-place upgrade keeps all of the
+// hardware's identity but deletes the libraries the spec mounts:
+// cdi.Writer.DriverStale).
 func (s *State) specCurrent(rec checkpoint.PreparedClaim, planned []plannedDevice) bool {
 	annotations, ok := s.CDI.Annotations(rec.UID)
 	if !ok || !checkpoint.SpecCarriesRecord(annotations) {
 		return false
 	}
-	return annotations[HardwareAnnotation] == hardwareKey(cdiDevices(rec.Devices, planned))
+	return annotations[HardwareAnnotation] == hardwareKey(cdiDevices(rec.Devices, planned)) && s.CDI.DriverStale(rec.UID) == ""
 }
 
 // movedDevices are the devices of a record that the node publishes under

@@ -26,6 +26,10 @@ type RecoveryReport struct {
 	// Restored counts kept claims whose devices were configured again
 	// (after a reboot); Unrestored those that could not be.
 	Restored, Unrestored int
+	// DriverRewritten counts kept claims whose CDI spec named another
+	// NVIDIA driver than the one installed now (an upgrade in place, in
+	// the same boot) and was written again; each is also a problem.
+	DriverRewritten int
 	// Problems lists what Recover could not make sense of or could not
 	// undo. None of them stops the plugin: it serves every other claim.
 	Problems []string
@@ -114,6 +118,8 @@ func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 		report.RolledBack++
 	}
 	for _, rec := range restoreOrder(records) {
+		// Asked before the restore, which rewrites such a spec.
+		driverStale := s.CDI.DriverStale(rec.UID)
 		reconfigured, err := s.reconcile(ctx, rec, held, atStart)
 		if err != nil {
 			report.problem(logger, err, "Restoring prepared claim", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
@@ -124,6 +130,13 @@ func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 			report.Restored++
 		}
 		report.Kept++
+		if driverStale != "" {
+			// Nothing reaches a container that runs already: it keeps the
+			// old driver's files it was started with (docs/node-lifecycle.md).
+			err := fmt.Errorf("its CDI spec %s; it is rewritten for the driver installed now, which the claim's containers get at their next start (running ones keep the old driver's files: drain a node before upgrading its driver in place)", driverStale)
+			report.problem(logger, err, "Rewrote the CDI spec of a prepared claim after an in-place driver change", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
+			report.DriverRewritten++
+		}
 		if moved := s.movedDevices(rec); len(moved) > 0 {
 			err := fmt.Errorf("devices %v are no longer offered under their names (a chart value or feature gate changed, or the GPUs were renumbered by a driver reload); the claim keeps its hardware, found by UUID, until the kubelet unprepares it", moved)
 			report.problem(logger, err, "Prepared claim names devices this node no longer offers as its hardware", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
