@@ -26,6 +26,8 @@ type mpsOptions struct {
 	// shmSize: PodRunner.ShmSize; shareAcrossNamespaces: MPS.ShareAcrossNamespaces.
 	shmSize               quantityFlag
 	shareAcrossNamespaces bool
+	// priorityClassName: PodRunner.PriorityClassName.
+	priorityClassName string
 }
 
 // quantityFlag is a resource quantity flag, checked when parsed.
@@ -51,6 +53,7 @@ func (m *mpsOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&m.image, "mps-daemon-image", os.Getenv("MPS_DAEMON_IMAGE"), "Image of MPS control daemon pods: this plugin's own image (env MPS_DAEMON_IMAGE). Without it and --namespace, MPS daemons run as processes of the plugin and die with its container.")
 	m.shmSize.q = sharing.DefaultShmSize
 	f.Var(&m.shmSize, "mps-shm-size", "Size of the /dev/shm an MPS daemon shares with its clients: a tmpfs (the daemon pod's emptyDir in memory) that clients cannot write past (chart value sharing.mps.shmSize).")
+	f.StringVar(&m.priorityClassName, "mps-priority-class-name", sharing.DefaultPriorityClassName, "PriorityClass of MPS daemon pods. They name one so that Priority admission never gives them a cluster's default class, which the chart's admission policy would refuse (chart value sharing.mps.priorityClassName).")
 	f.BoolVar(&m.shareAcrossNamespaces, "mps-share-across-namespaces", false, "Let claims of different namespaces share a device's MPS daemon. MPS clients of one server are not isolated from each other (/dev/shm, control pipe); off, such a claim is refused at prepare (chart value sharing.mps.shareAcrossNamespaces).")
 }
 
@@ -60,7 +63,7 @@ func (m *mpsOptions) runner(client kubernetes.Interface, nodeName, hostDriverRoo
 		return nil
 	}
 	return &sharing.PodRunner{Client: client, Namespace: m.namespace, NodeName: nodeName, Image: m.image, HostDriverRoot: hostDriverRoot, DaemonDefaults: m.daemonDefaults,
-		ShmSize: m.shmSize.q, KubeletDir: kubeletDir}
+		ShmSize: m.shmSize.q, KubeletDir: kubeletDir, PriorityClassName: m.priorityClassName}
 }
 
 // mpsDaemonCommand is what a daemon pod runs: one device's MPS control

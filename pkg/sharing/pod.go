@@ -4,32 +4,44 @@
 package sharing
 
 import (
-	"context"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
-// Labels and annotations of daemon pods.
+// Labels and annotations of daemon pods. A daemon pod's node is its
+// spec.nodeName, which the admission policy pins to the node of the token
+// that creates it and which no update can change; no label claims a node
+// (earlier versions had gpu.nvidia.com/mps-node, a hash of the node name
+// that the policy could not check, so any node's token could claim any
+// node: issue 55).
 const (
 	DaemonComponentLabel = "app.kubernetes.io/component"
 	DaemonComponent      = "mps-control-daemon"
-	// DaemonNodeLabel holds a hash of the node name (a label value cannot
-	// hold every node name).
-	DaemonNodeLabel = "gpu.nvidia.com/mps-node"
 	// DaemonDeviceAnnotation holds the device UUID (a MIG UUID of the old
 	// form has slashes, which no label value may).
 	DaemonDeviceAnnotation = "gpu.nvidia.com/mps-device"
+	// DaemonNodeAnnotation holds the node name, for people reading the pod.
+	DaemonNodeAnnotation = "gpu.nvidia.com/mps-node-name"
 )
+
+// DefaultPriorityClassName is the PriorityClass of daemon pods when
+// PodRunner.PriorityClassName is empty (chart value
+// sharing.mps.priorityClassName). A daemon pod always names its class: one
+// that names none gets, from Priority admission, whatever class a cluster
+// marks globalDefault, which the admission policy cannot foresee (issue
+// 55). This one exists in every cluster with a fixed value, and suits a
+// node's daemon whose end fails every MPS client of its device: the
+// kubelet's node-pressure eviction passes over a pod of a system-critical
+// priority, and no scheduler preemption picks it.
+const DefaultPriorityClassName = "system-node-critical"
 
 // PodRunner runs each MPS control daemon in a pod of its own on this node,
 // in the plugin's namespace, so that the daemon outlives the plugin's
@@ -61,7 +73,8 @@ type PodRunner struct {
 	// MPS server (it needs a GPU) could report a client's limits and the
 	// daemon's defaults show what the claim asked for.
 	DaemonDefaults bool
-	// PriorityClassName, when set, is given to daemon pods.
+	// PriorityClassName is daemon pods' PriorityClass;
+	// DefaultPriorityClassName when empty.
 	PriorityClassName string
 	// ShmSize bounds the /dev/shm that a daemon and its clients share
 	// (--mps-shm-size, chart value sharing.mps.shmSize); DefaultShmSize
@@ -80,10 +93,26 @@ type PodRunner struct {
 
 var _ Runner = (*PodRunner)(nil)
 
-// PodName is the daemon pod's name for a device on this node.
+// PodName is the daemon pod's name for a device on this node:
+// gpu-mps-<node>-<16 hex digits>, a hash of node and device (a UUID may
+// hold capitals and slashes, which no pod name may). The node is there in
+// the clear so that the admission policy can require it to be the
+// creating token's node (CEL computes no hash): no node's token can take
+// another node's names. The hash has a fixed width, so the node is the
+// rest, and no node's names are another's.
 func (r *PodRunner) PodName(uuid string) string {
+	return "gpu-mps-" + r.NodeName + "-" + shortHash(r.NodeName+"/"+uuid)
+}
+
+// legacyPodName is the name earlier versions gave the pod, which bound no
+// node; such a pod of this node keeps serving its clients until it ends.
+func (r *PodRunner) legacyPodName(uuid string) string {
 	return "gpu-mps-" + shortHash(r.NodeName+"/"+uuid)
 }
+
+// maxPodName: a pod's name is a DNS subdomain, so a node name longer than
+// 228 characters leaves no room for its daemon pods' names.
+const maxPodName = 253
 
 func shortHash(s string) string {
 	sum := sha256.Sum256([]byte(s))
@@ -162,8 +191,8 @@ func (r *PodRunner) Pod(d *Daemon) *corev1.Pod {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        r.PodName(d.DeviceUUID),
 			Namespace:   r.Namespace,
-			Labels:      map[string]string{DaemonComponentLabel: DaemonComponent, DaemonNodeLabel: shortHash(r.NodeName)},
-			Annotations: map[string]string{DaemonDeviceAnnotation: d.DeviceUUID, "gpu.nvidia.com/mps-node-name": r.NodeName},
+			Labels:      map[string]string{DaemonComponentLabel: DaemonComponent},
+			Annotations: map[string]string{DaemonDeviceAnnotation: d.DeviceUUID, DaemonNodeAnnotation: r.NodeName},
 		},
 		Spec: corev1.PodSpec{
 			// Bound to this node without the scheduler, as NVIDIA's.
@@ -175,7 +204,7 @@ func (r *PodRunner) Pod(d *Daemon) *corev1.Pod {
 			AutomountServiceAccountToken:  &no,
 			EnableServiceLinks:            &no,
 			TerminationGracePeriodSeconds: &grace,
-			PriorityClassName:             r.PriorityClassName,
+			PriorityClassName:             cmp.Or(r.PriorityClassName, DefaultPriorityClassName),
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			Volumes:                       volumes,
 			Containers: []corev1.Container{{
@@ -194,139 +223,6 @@ func (r *PodRunner) Pod(d *Daemon) *corev1.Pod {
 			}},
 		},
 	}
-}
-
-// Start implements Runner. A pod left from a daemon that ended (failed,
-// or being deleted) is replaced.
-func (r *PodRunner) Start(ctx context.Context, d *Daemon) error {
-	pods := r.Client.CoreV1().Pods(r.Namespace)
-	want := r.Pod(d)
-	for {
-		created, err := pods.Create(ctx, want, metav1.CreateOptions{})
-		if err == nil {
-			return r.linkShm(d, created)
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create daemon pod %s/%s: %w", r.Namespace, want.Name, err)
-		}
-		p, err := pods.Get(ctx, want.Name, metav1.GetOptions{})
-		if err == nil && podAlive(p) {
-			return r.linkShm(d, p)
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("get daemon pod %s/%s: %w", r.Namespace, want.Name, err)
-		}
-		if err := r.Stop(ctx, d); err != nil {
-			return err
-		}
-	}
-}
-
-// ShmHostPath is where, on the host, the kubelet mounts the /dev/shm
-// emptyDir of the daemon pod p.
-func (r *PodRunner) ShmHostPath(p *corev1.Pod) string {
-	root := r.KubeletDir
-	if root == "" {
-		root = "/var/lib/kubelet"
-	}
-	return filepath.Join(root, "pods", string(p.UID), "volumes", "kubernetes.io~empty-dir", ShmVolume)
-}
-
-// linkShm makes d.ShmDir(), which clients' CDI specs name, a link to the
-// daemon pod's /dev/shm emptyDir: the pod's UID, and so the emptyDir's
-// host path, changes when the pod is replaced, while CDI specs, written at
-// prepare and again at start from the checkpoint, keep the one name.
-func (r *PodRunner) linkShm(d *Daemon, p *corev1.Pod) error {
-	if p.UID == "" {
-		return fmt.Errorf("daemon pod %s/%s has no UID", p.Namespace, p.Name)
-	}
-	target := r.ShmHostPath(p)
-	if err := os.MkdirAll(d.Dir, daemonDirMode); err != nil {
-		return err
-	}
-	if cur, err := os.Readlink(d.ShmDir()); err == nil && cur == target {
-		return nil
-	}
-	tmp := d.ShmDir() + ".new"
-	_ = os.Remove(tmp)
-	if err := os.Symlink(target, tmp); err != nil {
-		return fmt.Errorf("link %s to the daemon pod's /dev/shm: %w", d.ShmDir(), err)
-	}
-	// A directory there (made by an earlier version, or by Ensure) goes
-	// first: rename cannot replace a directory with a link.
-	if fi, err := os.Lstat(d.ShmDir()); err == nil && fi.IsDir() {
-		if err := os.RemoveAll(d.ShmDir()); err != nil {
-			return fmt.Errorf("replace %s with a link to the daemon pod's /dev/shm: %w", d.ShmDir(), err)
-		}
-	}
-	if err := os.Rename(tmp, d.ShmDir()); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("link %s to the daemon pod's /dev/shm: %w", d.ShmDir(), err)
-	}
-	return nil
-}
-
-func podAlive(p *corev1.Pod) bool {
-	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed && p.Status.Phase != corev1.PodSucceeded
-}
-
-// Running implements Runner: the pod exists and neither ended nor is
-// being deleted.
-func (r *PodRunner) Running(ctx context.Context, d *Daemon) (bool, error) {
-	p, err := r.Client.CoreV1().Pods(r.Namespace).Get(ctx, r.PodName(d.DeviceUUID), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("get daemon pod %s/%s: %w", r.Namespace, r.PodName(d.DeviceUUID), err)
-	}
-	return podAlive(p), nil
-}
-
-// Stop implements Runner: it deletes the pod, whose program sends `quit` to
-// its daemon on SIGTERM, and waits until the pod is gone, so that nothing
-// uses the daemon's directory when the caller removes it.
-func (r *PodRunner) Stop(ctx context.Context, d *Daemon) error {
-	pods := r.Client.CoreV1().Pods(r.Namespace)
-	name := r.PodName(d.DeviceUUID)
-	err := pods.Delete(ctx, name, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("delete daemon pod %s/%s: %w", r.Namespace, name, err)
-	}
-	poll := r.Poll
-	if poll == 0 {
-		poll = 200 * time.Millisecond
-	}
-	for {
-		_, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("daemon pod %s/%s still exists: %w", r.Namespace, name, ctx.Err())
-		case <-time.After(poll):
-		}
-	}
-}
-
-// List implements Runner: the devices of this node's daemon pods.
-func (r *PodRunner) List(ctx context.Context) ([]string, error) {
-	sel := fmt.Sprintf("%s=%s,%s=%s", DaemonComponentLabel, DaemonComponent, DaemonNodeLabel, shortHash(r.NodeName))
-	list, err := r.Client.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return nil, fmt.Errorf("list daemon pods: %w", err)
-	}
-	var out []string
-	for _, p := range list.Items {
-		if uuid := p.Annotations[DaemonDeviceAnnotation]; uuid != "" {
-			out = append(out, uuid)
-		}
-	}
-	return out, nil
 }
 
 // defaultLimitArgs are the daemon program's flags for a daemon's defaults.

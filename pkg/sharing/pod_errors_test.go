@@ -36,7 +36,12 @@ func TestPodRunnerReportsAPIErrors(t *testing.T) {
 	}{
 		{"create", func(r *PodRunner) error { return r.Start(ctx, d) }, "create daemon pod"},
 		{"get", func(r *PodRunner) error { _, err := r.Running(ctx, d); return err }, "get daemon pod"},
-		{"delete", func(r *PodRunner) error { return r.Stop(ctx, d) }, "delete daemon pod"},
+		{"delete", func(r *PodRunner) error {
+			if err := r.Start(ctx, d); err != nil {
+				return err
+			}
+			return r.Stop(ctx, d)
+		}, "delete daemon pod"},
 		{"list", func(r *PodRunner) error { _, err := r.List(ctx); return err }, "list daemon pods"},
 	} {
 		r, c := newPodRunner("")
@@ -154,8 +159,8 @@ func TestPodRunnerStopOfAPodThatStays(t *testing.T) {
 	}
 }
 
-// List finds this node's daemon pods only, by label, and skips a pod
-// without the device annotation.
+// List finds this node's daemon pods only, by component label and
+// spec.nodeName, and skips a pod without the device annotation.
 func TestPodRunnerListSelectsThisNodesDaemons(t *testing.T) {
 	ctx := context.Background()
 	r, c := newPodRunner("")
@@ -174,17 +179,18 @@ func TestPodRunnerListSelectsThisNodesDaemons(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var selector string
+	var selector, fields string
 	c.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		selector = a.(k8stesting.ListAction).GetListRestrictions().Labels.String()
+		fields = a.(k8stesting.ListAction).GetListRestrictions().Fields.String()
 		return false, nil, nil
 	})
 	names, err := r.List(ctx)
 	if err != nil || !slices.Equal(names, []string{fakeUUID}) {
 		t.Errorf("List = %v, %v; want only %s", names, err, fakeUUID)
 	}
-	if !strings.Contains(selector, DaemonNodeLabel+"="+shortHash("node-a")) || !strings.Contains(selector, DaemonComponentLabel+"="+DaemonComponent) {
-		t.Errorf("List selected pods by %q, want component and this node", selector)
+	if fields != "spec.nodeName=node-a" || selector != DaemonComponentLabel+"="+DaemonComponent {
+		t.Errorf("List selected pods by %q and %q, want component and this node", selector, fields)
 	}
 }
 
@@ -196,8 +202,14 @@ func TestDaemonPodSpec(t *testing.T) {
 	if p.Spec.PriorityClassName != "system-node-critical" {
 		t.Errorf("priority class %q", p.Spec.PriorityClassName)
 	}
-	if p.Annotations[DaemonDeviceAnnotation] != fakeUUID || p.Labels[DaemonNodeLabel] != shortHash("node-a") || p.Labels[DaemonComponentLabel] != DaemonComponent {
+	if p.Annotations[DaemonDeviceAnnotation] != fakeUUID || p.Annotations[DaemonNodeAnnotation] != "node-a" || p.Labels[DaemonComponentLabel] != DaemonComponent {
 		t.Errorf("labels %v annotations %v", p.Labels, p.Annotations)
+	}
+	// Named, so that Priority admission never gives it a cluster's
+	// globalDefault class (issue 55).
+	r.PriorityClassName = ""
+	if got := r.Pod(d).Spec.PriorityClassName; got != DefaultPriorityClassName {
+		t.Errorf("priority class %q without one set, want %s", got, DefaultPriorityClassName)
 	}
 	if *p.Spec.AutomountServiceAccountToken || p.Spec.RestartPolicy != corev1.RestartPolicyAlways {
 		t.Errorf("daemon pod mounts a token (%v) or does not restart (%s)", *p.Spec.AutomountServiceAccountToken, p.Spec.RestartPolicy)
@@ -205,7 +217,7 @@ func TestDaemonPodSpec(t *testing.T) {
 	if len(p.Spec.Tolerations) != 1 || p.Spec.Tolerations[0].Operator != corev1.TolerationOpExists {
 		t.Errorf("tolerations %v, want all taints tolerated (the node's GPUs need their daemon)", p.Spec.Tolerations)
 	}
-	if n := len(r.PodName(d.DeviceUUID)); n > 63 {
+	if n := len(r.PodName(d.DeviceUUID)); n > maxPodName {
 		t.Errorf("pod name of %d characters", n)
 	}
 	// The old MIG UUID form has slashes: a valid pod name all the same.

@@ -14,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/sharing"
 )
 
 // The policies that confine a stolen kubelet-plugin token (issue 42),
@@ -43,50 +41,6 @@ var policyModes = []policyMode{
 	{"RealGPUs", nil},
 	// The GPU Operator's driver tree, a root of its own.
 	{"RealGPUsOwnDriverTree", []string{"driverRoot=/run/nvidia/driver"}},
-}
-
-// daemonPod is the pod the plugin deployed with set would create on
-// ownNode: pkg/sharing PodRunner.Pod with the image, driver root and state
-// directory the rendered DaemonSet gives the plugin, then what the API
-// server adds before validating admission (the ServiceAccount admission
-// plugin's "default", and the defaults of a Pod).
-func daemonPod(t *testing.T, set ...string) (pod *corev1.Pod, pluginDir string) {
-	t.Helper()
-	c := plugin(t, render(t, append([]string{"driverName=" + testDriver}, set...)...))
-	r := &sharing.PodRunner{Namespace: "gpu-dra-driver", NodeName: ownNode}
-	kubeletDir := ""
-	for _, e := range c.Env {
-		if e.Name == "MPS_DAEMON_IMAGE" {
-			r.Image = e.Value
-		}
-	}
-	for _, a := range c.Args {
-		if v, ok := strings.CutPrefix(a, "--host-driver-root="); ok {
-			r.HostDriverRoot = v
-			r.DaemonDefaults = strings.Contains(strings.Join(set, ","), "simulate.nodeMode=devices")
-		}
-		if v, ok := strings.CutPrefix(a, "--kubelet-dir="); ok {
-			kubeletDir = v
-		}
-	}
-	if r.Image == "" || kubeletDir == "" {
-		t.Fatalf("plugin container has no MPS_DAEMON_IMAGE or --kubelet-dir: %v %v", c.Env, c.Args)
-	}
-	// cmd/gpu-kubelet-plugin: the state directory, and MPS under it.
-	pluginDir = filepath.Join(kubeletDir, "plugins", testDriver)
-	uuid := "GPU-00000000-0000-0000-0000-0000000000a1"
-	pod = r.Pod(&sharing.Daemon{DeviceUUID: uuid, Dir: filepath.Join(pluginDir, "mps", uuid), Defaults: sharing.Settings{ActiveThreadPercentage: 50}})
-	pod.Spec.ServiceAccountName = "default"
-	pod.Spec.DeprecatedServiceAccount = "default"
-	pod.Spec.SecurityContext = &corev1.PodSecurityContext{}
-	pod.Spec.DNSPolicy = corev1.DNSClusterFirst
-	pod.Spec.SchedulerName = corev1.DefaultSchedulerName
-	pod.Spec.Priority = ptr.To[int32](0)
-	for i := range pod.Spec.Containers {
-		pod.Spec.Containers[i].TerminationMessagePath = corev1.TerminationMessagePathDefault
-		pod.Spec.Containers[i].TerminationMessagePolicy = corev1.TerminationMessageReadFile
-	}
-	return pod, pluginDir
 }
 
 func mpsPolicy(t *testing.T, set ...string) admissionv1.ValidatingAdmissionPolicy {
@@ -235,7 +189,11 @@ func TestChartMPSPolicyRefusesEachAttack(t *testing.T) {
 		{name: "WebhookServiceAccount", mutate: func(p *corev1.Pod, _ string) { p.Spec.ServiceAccountName = "gpu-dra-driver-webhook" },
 			want: "spec.serviceAccountName differ"},
 		{name: "AutomountedToken", mutate: func(p *corev1.Pod, _ string) { p.Spec.AutomountServiceAccountToken = ptr.To(true) }, want: "spec.automountServiceAccountToken differ"},
-		{name: "SystemNodeCritical", mutate: func(p *corev1.Pod, _ string) { p.Spec.PriorityClassName = "system-node-critical" }, want: "spec.priorityClassName differ"},
+		// The chart's class is system-node-critical (issue 55: the plugin
+		// names it, so that a cluster's default class never replaces it).
+		{name: "AnotherPriorityClass", mutate: func(p *corev1.Pod, _ string) { p.Spec.PriorityClassName = "system-cluster-critical" }, want: "spec.priorityClassName differ"},
+		{name: "NoPriorityClass", mutate: func(p *corev1.Pod, _ string) { p.Spec.PriorityClassName = "" }, want: "spec.priorityClassName differ"},
+		{name: "HigherPriority", mutate: func(p *corev1.Pod, _ string) { p.Spec.Priority = ptr.To[int32](2000001001) }, want: "spec.priority differ"},
 		{name: "HugeRequests", mutate: ctr(func(c *corev1.Container) {
 			c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000"), corev1.ResourceMemory: resource.MustParse("1Ti")}
 		}), want: "spec.containers[0].resources differ"},

@@ -52,3 +52,9 @@ or list literal may mix value types (strings, bools, maps) only as dyn. */}}
 {{- toJson $v -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The PriorityClass of MPS daemon pods: the plugin's flag and the daemon-pod
+policy (mps-admissionpolicy.yaml) must agree on it. */}}
+{{- define "gpu-dra-driver.mpsPriorityClassName" -}}
+{{- (.Values.sharing.mps | default dict).priorityClassName | default "system-node-critical" -}}
+{{- end -}}
