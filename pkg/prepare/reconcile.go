@@ -5,14 +5,13 @@ package prepare
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"k8s.io/klog/v2"
 
-	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/prepare/devkind"
 )
 
 // The reconciler. Every path that changes the node for a claim makes the
@@ -64,7 +63,7 @@ func (s *State) reconcileLocked(ctx context.Context, rec checkpoint.PreparedClai
 	if want == held {
 		return s.restore(klog.FromContext(ctx), rec)
 	}
-	return false, s.release(rec, at)
+	return false, s.release(ctx, rec, at)
 }
 
 // lockRecordDevices locks the GPUs a record's devices occupy (by UUID,
@@ -80,8 +79,12 @@ func (s *State) lockRecordDevices(rec checkpoint.PreparedClaim) func() {
 }
 
 // release undoes every step of a (possibly partial) prepare, and deletes
-// the record last.
-func (s *State) release(rec checkpoint.PreparedClaim, at phase) error {
+// the record last. Every device is released however another one fails,
+// so that one device never keeps the others. A failure keeps the record
+// for the next try (the kubelet's retry, or the next start), except where
+// the device's GPU is lost: what stays there is recorded apart and the
+// claim released (leftovers.go).
+func (s *State) release(ctx context.Context, rec checkpoint.PreparedClaim, at phase) error {
 	if err := s.markUnbinding(&rec); err != nil {
 		return err
 	}
@@ -89,22 +92,24 @@ func (s *State) release(rec checkpoint.PreparedClaim, at phase) error {
 		return err
 	}
 	env := s.env(s.addressTrusted(rec))
+	var failed []error
+	var lost []checkpoint.PreparedDevice
 	for _, d := range rec.Devices {
-		if at == atStart && d.Sharing != nil && d.Sharing.Strategy == configapi.MpsStrategy {
-			continue // stopped as unowned, in the background
+		left, err := s.releaseDevice(env, rec.UID, d, at)
+		switch {
+		case err == nil:
+		case s.gpuLost(d):
+			klog.FromContext(ctx).Info("Cannot release a device: its GPU is lost", "claimUID", rec.UID, "device", d.Device, "err", err)
+			lost = append(lost, left)
+		default:
+			failed = append(failed, fmt.Errorf("device %s: %w", d.Device, err))
 		}
-		if err := s.releaseSharing(rec.UID, d.Sharing); err != nil {
-			return fmt.Errorf("device %s: %w", d.Device, err)
-		}
-		// Released by the kind the record says, on the record's own
-		// hardware (liveDevice: by UUID and placement, published under its
-		// name, under another one after a renumbering, or not at all after
-		// a chart value or feature gate was turned off); a device whose GPU
-		// is gone (fell off the bus) is released as far as its kind can
-		// without it.
-		if err := devkind.OfRecord(d).Release(env, d, s.liveDeviceOrNil(d)); err != nil {
-			return fmt.Errorf("device %s: %w", d.Device, err)
-		}
+	}
+	if len(failed) > 0 {
+		return errors.Join(failed...)
+	}
+	if len(lost) > 0 {
+		return s.keepLeftovers(klog.FromContext(ctx), rec, lost)
 	}
 	return s.Ledger.Release(rec.UID)
 }

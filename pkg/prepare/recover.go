@@ -56,6 +56,7 @@ func (s *State) Recover(ctx context.Context, getClaim ClaimGetter) RecoveryRepor
 // RecoverLocal reconciles the node with the checkpoint before the kubelet
 // is served, from local state only (no API call, no wait for a daemon):
 //   - a claim recorded only as PrepareStarted died half-way: it is rolled back;
+//     so is what an unprepare left on a GPU that was lost (leftovers.go);
 //   - a CDI spec without a record (its checkpoint was lost or moved aside)
 //     is re-adopted from the record the spec carries; a spec that carries
 //     none is removed;
@@ -109,10 +110,14 @@ func (s *State) RecoverLocal(ctx context.Context) RecoveryReport {
 		if rec.State != checkpoint.PrepareStarted {
 			continue
 		}
-		logger.Info("Rolling back interrupted prepare", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
+		msg := "Rolling back interrupted prepare"
+		if _, ok := leftoverOf(rec.UID); ok {
+			msg = "Releasing what an unprepare left on a GPU that was lost" // leftovers.go
+		}
+		logger.Info(msg, "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", rec.UID)
 		if _, err := s.reconcile(ctx, rec, released, atStart); err != nil {
 			// Still configured, and still held: others stay off it.
-			report.problem(logger, err, "Rolling back interrupted prepare", "claimUID", rec.UID)
+			report.problem(logger, err, msg, "claimUID", rec.UID)
 			continue
 		}
 		report.RolledBack++

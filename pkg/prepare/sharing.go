@@ -257,11 +257,11 @@ func (s *State) sharedWith(claim types.UID, rec *checkpoint.SharingRecord) (*che
 
 // SuperviseSharing restarts MPS daemons of prepared claims that died, for
 // example with an earlier plugin container during a rolling update, until
-// ctx ends.
+// ctx ends. It is the node's one periodic pass over the ledger, so it also
+// releases, once their GPU answers again, what unprepares left on lost
+// GPUs (ReleaseLeftovers), on nodes without sharing too: within one pass
+// of the GPU's return, as the health monitor's poll sees it.
 func (s *State) SuperviseSharing(ctx context.Context, every time.Duration) {
-	if s.Sharing == nil {
-		return
-	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for first := true; ; first = false {
@@ -271,6 +271,11 @@ func (s *State) SuperviseSharing(ctx context.Context, every time.Duration) {
 				return
 			case <-t.C:
 			}
+		}
+		// Errors are logged per leftover; a leftover that fails is tried
+		// again next pass.
+		if _, err := s.ReleaseLeftovers(ctx); errors.Is(err, checkpoint.ErrSuperseded) {
+			return
 		}
 		// The first pass starts the daemons of claims restored at start,
 		// which does not wait for them.
