@@ -9,8 +9,12 @@ lock_cluster
 export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK
 step() { echo; echo "==> $*"; }
 
-step "Building the cluster binaries (cached under $CACHE; the first run compiles Kubernetes, ~15 min on 2 cores)"
+step "Building the cluster binaries (cached under $CACHE; the first run compiles Kubernetes $K8S_VERSION, ~20 min on 2 cores)"
 hack/cluster/build.sh all
+step "Building the kubectl plugin (bin/kubectl-gpu: kubectl gpu usage, capacity, diagnose)"
+# What the text at the end tells the user to put on PATH; static, like
+# make build's (no cgo).
+CGO_ENABLED=0 go build -tags grpcnotrace -ldflags "$(hack/version.sh ldflags "$(hack/version.sh version)")" -o bin/kubectl-gpu ./cmd/kubectl-gpu
 step "Starting the cluster"
 hack/cluster/cluster.sh up
 step "Installing the driver (Helm chart, simulated 8 x H100, dynamic MIG)"
@@ -43,7 +47,7 @@ cat <<TXT
 
 The cluster keeps running. Try:
   export KUBECONFIG=$KUBECONFIG_PATH
-  export PATH=$PWD/bin:$BIN_K8S:\$PATH   # kubectl; and kubectl gpu, once make build wrote bin/kubectl-gpu
+  export PATH=$PWD/bin:$BIN_K8S:\$PATH   # kubectl, and kubectl gpu (bin/kubectl-gpu)
   kubectl get resourceslices
   kubectl gpu usage
   kubectl get resourceclaims -n gpu-demo
