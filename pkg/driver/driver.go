@@ -77,6 +77,11 @@ type Config struct {
 	// the reference driver's held claims are looked up in the API;
 	// DefaultReferencePoll when zero.
 	ReferencePoll time.Duration
+	// StaleHolderWait bounds how long a prepare call waits for the
+	// unprepare of claims the API no longer has that still hold its
+	// devices (staleholder.go); DefaultStaleHolderWait when zero,
+	// refused at once when negative.
+	StaleHolderWait time.Duration
 }
 
 // Driver is a running kubelet plugin.
@@ -89,6 +94,8 @@ type Driver struct {
 	meta   *deviceMetadata
 	// ref holds the claims NVIDIA's reference driver left (reference.go).
 	ref *referenceTakeover
+	// use is what the kubelet was told about each claim (staleholder.go).
+	use *claimUse
 	// gpus is every GPU the node publishes: NVML's, and those records
 	// hand to a VM, which NVML does not see while they are away.
 	gpus *nvdev.Inventory
@@ -191,7 +198,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
 	}
 	devices, watched := allocatable(cfg.NodeName, table)
-	d := &Driver{cfg: cfg, meta: newDeviceMetadata(cfg.Backend.Inventory, table), gpus: withVMs, ref: ref}
+	d := &Driver{cfg: cfg, meta: newDeviceMetadata(cfg.Backend.Inventory, table), gpus: withVMs, ref: ref, use: newClaimUse()}
 	d.health = d.newMonitor(watched, book)
 	d.status = devicestatus.New(ctx, cmp.Or(cfg.StatusClient, cfg.Client), cfg.DriverName, devicestatus.Options{Records: book, Health: d.deviceCondition})
 	d.state = prepare.New(prepare.Config{
@@ -310,13 +317,14 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		d.calls.Add(1)
 	}
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	call, deadline := d.use.begin(), d.staleDeadline(ctx)
 	for _, claim := range claims {
 		if devices, ok := d.ref.prepare(claim); ok {
 			out[claim.UID] = kubeletplugin.PrepareResult{Devices: devices}
 			continue
 		}
 		start := time.Now()
-		devices, err := d.state.Prepare(ctx, claim)
+		devices, err := d.prepareClaim(ctx, claim, deadline)
 		d.cfg.Metrics.PrepareDuration.Observe(time.Since(start).Seconds())
 		if err != nil {
 			d.cfg.Metrics.Errors.WithLabelValues("prepare").Inc()
@@ -326,6 +334,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		}
 		out[claim.UID] = kubeletplugin.PrepareResult{Devices: devices, Err: err}
 	}
+	d.use.finish(call, claims, out)
 	return out, nil
 }
 
@@ -343,6 +352,8 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		d.cfg.Metrics.UnprepareDuration.Observe(time.Since(start).Seconds())
 		if err != nil {
 			d.cfg.Metrics.Errors.WithLabelValues("unprepare").Inc()
+		} else {
+			d.use.forget(claim.UID) // wakes prepares waiting for it
 		}
 		out[claim.UID] = err
 	}

@@ -70,6 +70,8 @@ type node struct {
 	// local daemons.
 	api       kubernetes.Interface
 	mpsRunner sharing.Runner
+	// staleWait is Config.StaleHolderWait, passed at every start.
+	staleWait time.Duration
 }
 
 func newNode(t testing.TB, profile string) *node { return newNodeWith(t, profile, false) }
@@ -118,6 +120,7 @@ func (n *node) startDriver(ctx context.Context, dirs inode.Dirs, client kubernet
 		Health:            n.health,
 		RollingUpdateUID:  n.podUID,
 		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},
+		StaleHolderWait:   n.staleWait,
 	})
 	if err != nil {
 		return nil, err
