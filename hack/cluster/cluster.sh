@@ -95,6 +95,22 @@ KC
 }
 
 write_configs() {
+  mkdir -p "$CLUSTER/etc/apiserver"
+  # Pod Security admission as production clusters run it: every namespace
+  # without a label of its own enforces and warns baseline (and audits
+  # restricted); kube-system is exempt. The driver's namespace is labeled
+  # privileged, as docs/install.md tells users to (deploy.sh does it).
+  cat > "$CLUSTER/etc/apiserver/admission.yaml" <<YAML
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  configuration:
+    apiVersion: pod-security.admission.config.k8s.io/v1
+    kind: PodSecurityConfiguration
+    defaults: {enforce: baseline, enforce-version: latest, warn: baseline, warn-version: latest, audit: restricted, audit-version: latest}
+    exemptions: {usernames: [], runtimeClasses: [], namespaces: [kube-system]}
+YAML
   mkdir -p "$CLUSTER/etc/containerd" "$CLUSTER/etc/cni/net.d" "$CLUSTER/etc/kubelet/manifests" "$KUBELET_DIR" "$(dirname "$CTRD_SOCK")"
   cat > "$CLUSTER/etc/containerd/config.toml" <<TOML
 version = 4
@@ -179,7 +195,9 @@ up() {
     --kubelet-certificate-authority="$PKI/ca.crt" --kubelet-preferred-address-types=Hostname,InternalIP \
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local --service-cluster-ip-range=10.0.0.0/24 \
-    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction --allow-privileged=true \
+    --authorization-mode=Node,RBAC --allow-privileged=true \
+    --enable-admission-plugins=NodeRestriction,PodSecurity,Priority,ResourceQuota,LimitRanger \
+    --admission-control-config-file="$CLUSTER/etc/apiserver/admission.yaml" \
     --runtime-config="$RUNTIME_CONFIG" \
     --feature-gates="$DRA_GATES" \
     --enable-aggregator-routing=true
@@ -187,6 +205,18 @@ up() {
   # routing the apiserver calls admission webhooks (and aggregated APIs) at
   # a ready endpoint of their Service instead, with the same TLS name.
   wait_for kube-apiserver 90 kubectl get --raw /readyz || fail kube-apiserver
+  # A default PriorityClass, as many production clusters have: Priority
+  # admission then fills spec.priorityClassName and spec.priority of every
+  # pod that names no class, before any validating policy sees it (the MPS
+  # daemon pod names its own class; issue 55).
+  kubectl apply -f - >/dev/null <<'YAML' || fail kube-apiserver
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: tenant-default}
+value: 1000
+globalDefault: true
+description: the local cluster's default, as production clusters set one
+YAML
   running kube-scheduler || start_bg kube-scheduler kube-scheduler --kubeconfig="$PKI/scheduler.kubeconfig" \
     --authentication-kubeconfig="$PKI/scheduler.kubeconfig" --authorization-kubeconfig="$PKI/scheduler.kubeconfig" \
     --bind-address=127.0.0.1 --leader-elect=false --feature-gates="$DRA_GATES"

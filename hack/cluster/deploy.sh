@@ -57,6 +57,11 @@ fi
 # chart (CHART=, the rollback e2e) has no such value and shares anyway.
 mps_args=()
 grep -q shareAcrossNamespaces "$CHART/values.yaml" && mps_args=(--set sharing.mps.shareAcrossNamespaces=true)
+# Pod Security: the cluster enforces baseline where a namespace says nothing
+# (cluster.sh); the plugin's pods need privileged, as docs/install.md says.
+kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl label namespace "$NAMESPACE" --overwrite pod-security.kubernetes.io/enforce=privileged \
+  pod-security.kubernetes.io/warn=privileged pod-security.kubernetes.io/audit=privileged >/dev/null
 s=$(now)
 helm upgrade --install "$RELEASE" "$CHART" "${mode_args[@]}" "${mps_args[@]}" \
   --namespace "$NAMESPACE" --create-namespace ${HELM_WAIT---wait} --timeout 120s \

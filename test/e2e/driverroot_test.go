@@ -200,6 +200,9 @@ func TestHardenedDriverRootConfined(t *testing.T) {
 	}
 
 	kubectl(t, "create", "namespace", driverRootNS)
+	// The pod mounts the plugin's host paths, as the plugin's own pod does:
+	// privileged under Pod Security, like the driver's namespace.
+	kubectl(t, "label", "namespace", driverRootNS, "pod-security.kubernetes.io/enforce=privileged")
 	t.Cleanup(func() { _ = exec.Command("kubectl", "delete", "namespace", driverRootNS, "--wait=false").Run() })
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "driver-root", Namespace: driverRootNS},
