@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -91,22 +92,37 @@ type preparedGroup struct {
 			Device   *kubeletDevice `json:"device"`
 		} `json:"mig"`
 		Vfio *struct {
-			Info   struct{ UUID string } `json:"info"`
-			Device *kubeletDevice        `json:"device"`
+			Info   vfioInfo       `json:"info"`
+			Device *kubeletDevice `json:"device"`
 		} `json:"vfio"`
 	} `json:"devices"`
+	// ConfigState: timeSliceApplied is set (true) only where a time
+	// slice was applied at prepare (applySharingConfig), since NVIDIA's
+	// 9734b95f; its unprepare resets those GPUs to the default slice.
 	ConfigState struct {
 		MpsControlDaemonID string `json:"mpsControlDaemonID"`
+		TimeSliceApplied   *bool  `json:"timeSliceApplied"`
 	} `json:"configState"`
 }
 
+// vfioInfo is VfioDeviceInfo (deviceinfo.go) as serialized: its UUID is
+// not the GPU's (NVML does not see a GPU on vfio-pci) but one derived
+// from the PCI address (VfioUUID), and pciBusID is written only by
+// releases after 25.12.0 (omitempty).
+type vfioInfo struct {
+	UUID     string `json:"uuid"`
+	PciBusID string `json:"pciBusID"`
+}
+
 // kubeletDevice is CheckpointedDevice (checkpointv.go), the layout of
-// kubeletplugin.Device with its Go field names as keys.
+// kubeletplugin.Device with its Go field names as keys; ShareID is
+// written only where set (omitempty since 1.36's field).
 type kubeletDevice struct {
 	Requests     []string `json:"Requests"`
 	PoolName     string   `json:"PoolName"`
 	DeviceName   string   `json:"DeviceName"`
 	CDIDeviceIDs []string `json:"CDIDeviceIDs"`
+	ShareID      string   `json:"ShareID"`
 }
 
 // MigDevice is a MIG device a claim of the reference driver holds, as its
@@ -127,9 +143,30 @@ type Device struct {
 	CDIDeviceIDs []string
 	// GPU is the UUID of the GPU the device is or is on.
 	GPU string
-	// Mig is set for a MIG device; Vfio for a GPU handed to a VM.
-	Mig  *MigDevice
-	Vfio bool
+	// Mig is set for a MIG device; Vfio for a GPU handed to a VM, with
+	// the GPU's PCI address where the checkpoint has it (GPU is then the
+	// UUID VfioUUID derives from that address, not the GPU's).
+	Mig      *MigDevice
+	Vfio     bool
+	PCIBusID string
+	// ShareID is the claim's share of a device several claims use at once
+	// (NVIDIA's ConsumableShares): the allocation result's shareID.
+	ShareID string
+}
+
+// Group is one PreparedDeviceGroup: the devices one opaque config was
+// applied to, and what that config changed on the node, which NVIDIA's
+// unprepare undoes per group (device_state.go, unprepareDevices).
+type Group struct {
+	// GPUs are the UUIDs of the group's whole GPUs (GpuUUIDs in
+	// prepared.go: no MIG or VFIO device), the ones NVIDIA set a compute
+	// mode or a time slice on.
+	GPUs []string
+	// MPSDaemon is the ID of the MPS control daemon started for the
+	// group, "" for none.
+	MPSDaemon string
+	// TimeSliceApplied: a time slice was set on GPUs at prepare.
+	TimeSliceApplied bool
 }
 
 // Claim is one claim the reference driver's checkpoint lists: prepared,
@@ -154,6 +191,8 @@ type Claim struct {
 	// MPSDaemons are the IDs of the MPS control daemons started for it
 	// (sharing.go, GetMpsControlDaemonID: "<claim UID>-<hash>").
 	MPSDaemons []string
+	// Groups are its device groups, in the checkpoint's order.
+	Groups []Group
 }
 
 // Completed reports whether the reference driver told the kubelet the
@@ -189,6 +228,13 @@ func ReadCheckpoint(pluginDir string) (*Checkpoint, error) {
 	path := filepath.Join(pluginDir, CheckpointFile)
 	data, err := capfile.Read(path, maxCheckpointSize)
 	if errors.Is(err, os.ErrNotExist) {
+		// A symbolic link whose target is gone is a file that cannot be
+		// read, not a node without the reference driver: what it pointed
+		// at may list claims in use.
+		if _, lerr := os.Lstat(path); lerr == nil {
+			target, _ := os.Readlink(path)
+			return nil, fmt.Errorf("%s is a symbolic link to %q, which does not exist", path, target)
+		}
 		return nil, nil
 	}
 	if err != nil {
@@ -221,8 +267,9 @@ func (pc preparedClaim) claim(uid string) Claim {
 		c.State = StateCompleted // v1 knows prepared claims only
 	}
 	for _, g := range pc.PreparedDevices {
-		if g.ConfigState.MpsControlDaemonID != "" {
-			c.MPSDaemons = append(c.MPSDaemons, g.ConfigState.MpsControlDaemonID)
+		group := Group{MPSDaemon: g.ConfigState.MpsControlDaemonID, TimeSliceApplied: g.ConfigState.TimeSliceApplied != nil && *g.ConfigState.TimeSliceApplied}
+		if group.MPSDaemon != "" {
+			c.MPSDaemons = append(c.MPSDaemons, group.MPSDaemon)
 		}
 		for _, d := range g.Devices {
 			var dev Device
@@ -230,22 +277,44 @@ func (pc preparedClaim) claim(uid string) Claim {
 			switch {
 			case d.Gpu != nil:
 				dev.GPU, kd = d.Gpu.Info.UUID, d.Gpu.Device
+				group.GPUs = append(group.GPUs, dev.GPU)
 			case d.Mig != nil && d.Mig.Concrete != nil:
 				m := *d.Mig.Concrete
 				dev.GPU, dev.Mig, kd = m.ParentUUID, &m, d.Mig.Device
 				c.Mig = append(c.Mig, m)
 			case d.Vfio != nil:
-				dev.GPU, dev.Vfio, kd = d.Vfio.Info.UUID, true, d.Vfio.Device
+				dev.GPU, dev.Vfio, dev.PCIBusID, kd = d.Vfio.Info.UUID, true, d.Vfio.Info.PciBusID, d.Vfio.Device
 			default:
 				continue
 			}
 			if kd != nil {
-				dev.Requests, dev.Pool, dev.Name, dev.CDIDeviceIDs = kd.Requests, kd.PoolName, kd.DeviceName, kd.CDIDeviceIDs
+				dev.Requests, dev.Pool, dev.Name, dev.CDIDeviceIDs, dev.ShareID = kd.Requests, kd.PoolName, kd.DeviceName, kd.CDIDeviceIDs, kd.ShareID
+			}
+			if dev.ShareID == "" {
+				dev.ShareID = shareID(c.Allocation, dev)
 			}
 			c.Devices = append(c.Devices, dev)
 		}
+		slices.Sort(group.GPUs)
+		c.Groups = append(c.Groups, group)
 	}
 	return c
+}
+
+// shareID is the share of the device the claim's allocation names, ""
+// when the device is not shared: the scheduler sets a result's shareID
+// only for a device that allows multiple allocations, which NVIDIA's
+// plugin publishes with ConsumableShares on.
+func shareID(a *resourceapi.AllocationResult, dev Device) string {
+	if a == nil {
+		return ""
+	}
+	for _, r := range a.Devices.Results {
+		if r.Device == dev.Name && r.Pool == dev.Pool && slices.Contains(dev.Requests, r.Request) && r.ShareID != nil {
+			return string(*r.ShareID)
+		}
+	}
+	return ""
 }
 
 // Rename moves the checkpoint to <name>.migrated, replacing an older one.

@@ -4,6 +4,7 @@
 package refdriver
 
 import (
+	"crypto/sha1"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,6 +44,37 @@ func MPSDeployment(id string) string { return "mps-control-daemon-" + id }
 // pipe/, log/ and shm/, a tmpfs it mounts (sharing.go, NewMpsManager,
 // NewMpsControlDaemon, Start).
 func MPSDir(pluginDir, id string) string { return filepath.Join(pluginDir, "mps", id) }
+
+// MPSDaemonLabel is the label NVIDIA's template puts on the Deployment of
+// an MPS control daemon, with the Deployment's name as its value
+// (templates/mps-control-daemon.tmpl.yaml: metadata.labels,
+// spec.selector and the pod template all carry app: <name>); its pod
+// template pins the node (spec.template.spec.nodeName). The chart's
+// admission policy for the take-over (templates/takeover.yaml) admits a
+// delete of a Deployment only with both.
+const MPSDaemonLabel = "app"
+
+// MPSDaemonPrefix starts the name of every such Deployment (MPSDeployment).
+const MPSDaemonPrefix = "mps-control-daemon-"
+
+// vfioNamespace is uuid.NameSpaceDNS (RFC 4122, appendix C), the
+// namespace of the name-based UUIDs NVIDIA gives GPUs on vfio-pci.
+var vfioNamespace = [16]byte{0x6b, 0xa7, 0xb8, 0x10, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8}
+
+// VfioUUID is the UUID NVIDIA's plugin gives the VFIO device of the GPU at
+// a PCI address (nvlib.go, getVfioDeviceInfo:
+// uuid.NewSHA1(uuid.NameSpaceDNS, []byte(address)), a version 5 UUID),
+// which its checkpoint records; releases up to 25.12.0 record no PCI
+// address beside it, so the address is found by deriving this from each.
+func VfioUUID(addr string) string {
+	h := sha1.New()
+	h.Write(vfioNamespace[:])
+	h.Write([]byte(addr))
+	u := h.Sum(nil)[:16]
+	u[6] = u[6]&0x0f | 0x50 // version 5
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
 
 // Released reads ReleasedFile; a missing file lists none.
 func Released(pluginDir string) (map[string]bool, error) {

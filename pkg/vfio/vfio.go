@@ -152,6 +152,23 @@ func (h Host) Driver(addr string) (string, error) {
 	return filepath.Base(target), nil
 }
 
+// Addresses lists the PCI addresses sysfs has devices for
+// (bus/pci/devices), sorted: for a caller that knows a device only by
+// something derived from its address (NVIDIA's VFIO device UUIDs).
+func (h Host) Addresses() ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(h.SysfsRoot, "bus", "pci", "devices"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if ValidAddress(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil // ReadDir sorts by name
+}
+
 // IOMMUGroup is the IOMMU group of addr. A device without one means the
 // IOMMU is off (no intel_iommu=on / amd_iommu=on): vfio-pci cannot take it.
 func (h Host) IOMMUGroup(addr string) (string, error) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -216,5 +217,23 @@ func TestBlockedWriteGivesUp(t *testing.T) {
 			t.Fatalf("the write is still refused after the kernel let go: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Addresses lists the PCI devices sysfs has, GPUs and their audio
+// functions alike.
+func TestAddresses(t *testing.T) {
+	s := sim(t)
+	got, err := s.VFIO().Addresses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{simulate.PCIBusID(0), simulate.PCIBusID(1)} {
+		if !slices.Contains(got, want) {
+			t.Errorf("addresses %v lack GPU %s", got, want)
+		}
+	}
+	if !slices.IsSorted(got) {
+		t.Errorf("addresses %v not sorted", got)
 	}
 }
