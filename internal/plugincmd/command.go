@@ -100,6 +100,7 @@ func commandFor(o *options) *cobra.Command {
 	f.StringVar(&o.backend.HookPath, "nvidia-cdi-hook-path", "", "Host path of nvidia-cdi-hook for CDI hooks; overrides --cdi-hook-install-dir. Default with neither: /usr/bin/nvidia-cdi-hook.")
 	f.StringVar(&o.backend.HookInstallDir, "cdi-hook-install-dir", "", "Host directory, mounted at the same path, to install this image's nvidia-cdi-hook into; CDI specs then name it there.")
 	f.StringVar(&o.backend.SysfsRoot, "sysfs-root", "/sys", "Where to read PCIe topology from.")
+	f.StringVar(&o.referenceNamespace, "reference-driver-namespace", "", "Namespace of NVIDIA's reference DRA driver's release on a node switched from it: the release of its MPS claims deletes their daemon Deployments there (chart value takeover.nvidiaNamespace).")
 	goflags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(goflags)
 	f.AddGoFlagSet(goflags)
@@ -223,7 +224,7 @@ func run(ctx context.Context, o *options) error {
 	logMigProfiles(logger, be.Inventory, o.publishOptions())
 	d, err := driver.Start(ctx, driver.Config{
 		DriverName: o.driverName, NodeName: o.nodeName, Client: client, StatusClient: statusClient, Backend: be,
-		StateDir: o.stateDir, CDIDir: o.cdiRoot, MPSShareAcrossNamespaces: o.mps.shareAcrossNamespaces,
+		StateDir: o.stateDir, CDIDir: o.cdiRoot, MPSShareAcrossNamespaces: o.mps.shareAcrossNamespaces, ReferenceNamespace: o.referenceNamespace,
 		PluginDir:         filepath.Join(o.kubeletDir, "plugins", o.driverName),
 		RegistrarDir:      filepath.Join(o.kubeletDir, "plugins_registry"),
 		RollingUpdateUID:  types.UID(o.podUID),

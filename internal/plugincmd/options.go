@@ -59,6 +59,9 @@ type options struct {
 	passthrough     resourceslices.PassthroughSelector
 	// nvmlRetry and nvmlRetryMax pace the wait for NVML (waitnvml.go).
 	nvmlRetry, nvmlRetryMax time.Duration
+	// referenceNamespace is NVIDIA's release's namespace, for the
+	// take-over of its MPS claims (driver.Config.ReferenceNamespace).
+	referenceNamespace string
 
 	// Tests replace these; nil means the real ones.
 	openBackend func(backend.Options) (*backend.Backend, error)

@@ -77,6 +77,11 @@ type Config struct {
 	// the reference driver's held claims are looked up in the API;
 	// DefaultReferencePoll when zero.
 	ReferencePoll time.Duration
+	// ReferenceNamespace is the namespace of NVIDIA's release, where its
+	// plugin ran the MPS control daemons of its claims as Deployments
+	// (reference_undo.go); "" when not told (chart value
+	// takeover.nvidiaNamespace).
+	ReferenceNamespace string
 	// StaleHolderWait bounds how long a prepare call waits for the
 	// unprepare of claims the API no longer has that still hold its
 	// devices (staleholder.go); DefaultStaleHolderWait when zero,
@@ -92,8 +97,10 @@ type Driver struct {
 	health *health.Monitor
 	status *devicestatus.Writer
 	meta   *deviceMetadata
-	// ref holds the claims NVIDIA's reference driver left (reference.go).
-	ref *referenceTakeover
+	// ref holds the claims NVIDIA's reference driver left (reference.go)
+	// while it holds any; nil on other nodes and once the last is
+	// released (wireReference).
+	ref atomic.Pointer[referenceTakeover]
 	// use is what the kubelet was told about each claim (staleholder.go).
 	use *claimUse
 	// gpus is every GPU the node publishes: NVML's, and those records
@@ -198,7 +205,8 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("built invalid ResourceSlices: %w", err)
 	}
 	devices, watched := allocatable(cfg.NodeName, table)
-	d := &Driver{cfg: cfg, meta: newDeviceMetadata(cfg.Backend.Inventory, table), gpus: withVMs, ref: ref, use: newClaimUse()}
+	d := &Driver{cfg: cfg, meta: newDeviceMetadata(cfg.Backend.Inventory, table), gpus: withVMs, use: newClaimUse()}
+	d.wireReference(ref)
 	d.health = d.newMonitor(watched, book)
 	d.status = devicestatus.New(ctx, cmp.Or(cfg.StatusClient, cfg.Client), cfg.DriverName, devicestatus.Options{Records: book, Health: d.deviceCondition})
 	d.state = prepare.New(prepare.Config{
@@ -319,7 +327,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	call, deadline := d.use.begin(), d.staleDeadline(ctx)
 	for _, claim := range claims {
-		if devices, ok := d.ref.prepare(claim); ok {
+		if devices, ok := d.ref.Load().prepare(claim); ok {
 			out[claim.UID] = kubeletplugin.PrepareResult{Devices: devices}
 			continue
 		}
@@ -343,7 +351,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	d.calls.Add(1)
 	out := make(map[types.UID]error, len(claims))
 	for _, claim := range claims {
-		if ok, err := d.ref.unprepare(ctx, claim); ok {
+		if ok, err := d.ref.Load().unprepare(ctx, claim); ok {
 			out[claim.UID] = err
 			continue
 		}

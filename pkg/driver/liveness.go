@@ -60,7 +60,7 @@ func (d *Driver) Ready() error {
 	if !d.published.Load() {
 		return errors.New("the ResourceSlices are not published yet: the API server has not answered")
 	}
-	return d.ref.NotReady()
+	return d.ref.Load().NotReady()
 }
 
 // registrationSocketPresent looks for the helper's registration socket. Its

@@ -39,12 +39,26 @@ type referenceNode struct {
 	profile string
 }
 
-// referenceNames are the names of the fixture's claims in the API.
+// referenceNames are the names of the fixtures' claims in the API.
 var referenceNames = map[string]string{
 	"5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0a01": "ref-a", // MIG 1g.10gb on GPU 0
 	"5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0a02": "ref-b", // GPU 1 whole
 	"5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0a03": "ref-c", // prepare begun
+	// checkpoint-sharing.json
+	"5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0b01": "nvd-mps",      // GPU 0 whole, MPS
+	"5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0b02": "nvd-ts",       // GPU 1 whole, time slice applied
+	"5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0b03": "nvd-vfio",     // GPU 2 on vfio-pci
+	"5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0b04": "nvd-vfio-old", // GPU 3 on vfio-pci, no pciBusID recorded
+	// checkpoint-shares.json
+	"5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0c01": "nvd-mig-1", // a share of a MIG device on GPU 0
+	"5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0c02": "nvd-mig-2", // another share of it
+	"5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0c03": "nvd-gpu-1", // a share of GPU 1, time-sliced
+	"5e0b7c1a-1c4f-4b51-9a55-0d1f3e1c0c04": "nvd-gpu-2", // another share of GPU 1
 }
+
+// fixtureMig is how the fixtures name the MIG device they hold; the node
+// replaces it with the one it made.
+const fixtureMig = `"giId":9,"ciId":0,"migUUID":"MIG-5d6c1a9e-0f3b-5b8e-9c3e-7a1d2b3c4d01"`
 
 // kernelBootID is the boot ID NVIDIA's plugin reads on this machine.
 func kernelBootID(t *testing.T) string {
@@ -57,6 +71,14 @@ func kernelBootID(t *testing.T) string {
 }
 
 func newReferenceNode(t *testing.T, profile string) *referenceNode {
+	t.Helper()
+	return newReferenceNodeFrom(t, profile, "checkpoint.json", nil)
+}
+
+// newReferenceNodeFrom is newReferenceNode with another fixture of
+// pkg/refdriver's testdata; edit, if set, changes its text before it is
+// written (after the GPU UUIDs and the MIG device are put in).
+func newReferenceNodeFrom(t *testing.T, profile, fixtureName string, edit func(text string) string) *referenceNode {
 	t.Helper()
 	// Unix socket paths are limited to 108 bytes; keep the root short.
 	root, err := os.MkdirTemp("", "gdra")
@@ -73,21 +95,27 @@ func newReferenceNode(t *testing.T, profile string) *referenceNode {
 	for _, g := range inv.GPUs {
 		r.gpus = append(r.gpus, g.UUID)
 	}
-	g := inv.GPUs[0]
-	made, err := mig.Create(g.Device, mig.Placement{Profile: profileByName(t, g.MigProfiles, "1g.10gb"), Start: 0, Size: 1})
+	fixture, err := os.ReadFile(filepath.Join("..", "refdriver", "testdata", fixtureName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixture, err := os.ReadFile(filepath.Join("..", "refdriver", "testdata", "checkpoint.json"))
-	if err != nil {
-		t.Fatal(err)
+	replace := []string{"6a1f0f3e-2b9c-4d0e-8e57-3c1b2a9d8f10", kernelBootID(t)}
+	for i, uuid := range r.gpus {
+		replace = append(replace, fmt.Sprintf("GPU-00000000-0000-0000-0000-%012d", i), uuid)
 	}
-	text := strings.NewReplacer(
-		"6a1f0f3e-2b9c-4d0e-8e57-3c1b2a9d8f10", kernelBootID(t),
-		"GPU-00000000-0000-0000-0000-000000000000", r.gpus[0],
-		"GPU-00000000-0000-0000-0000-000000000001", r.gpus[1],
-		`"giId":9,"ciId":0,"migUUID":"MIG-5d6c1a9e-0f3b-5b8e-9c3e-7a1d2b3c4d01"`, fmt.Sprintf(`"giId":%d,"ciId":%d,"migUUID":%q`, made.GIID, made.CIID, made.UUID),
-	).Replace(string(fixture))
+	if strings.Contains(string(fixture), fixtureMig) {
+		// The MIG device NVIDIA's plugin made (DynamicMIG), on GPU 0.
+		g := inv.GPUs[0]
+		made, err := mig.Create(g.Device, mig.Placement{Profile: profileByName(t, g.MigProfiles, "1g.10gb"), Start: 0, Size: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		replace = append(replace, fixtureMig, fmt.Sprintf(`"giId":%d,"ciId":%d,"migUUID":%q`, made.GIID, made.CIID, made.UUID))
+	}
+	text := strings.NewReplacer(replace...).Replace(string(fixture))
+	if edit != nil {
+		text = edit(text)
+	}
 	pluginDir := r.in.Dir("plugin")
 	r.write(t, filepath.Join(pluginDir, refdriver.CheckpointFile), []byte(text))
 	cp, err := refdriver.ReadCheckpoint(pluginDir)

@@ -72,6 +72,27 @@ type referenceTakeover struct {
 	book     *ledger.Ledger
 	reported string
 	done     bool
+	// unwire takes the take-over out of the driver's prepare and
+	// unprepare path (wireReference), once done.
+	unwire func()
+}
+
+// wireReference puts the take-over into the kubelet's prepare and
+// unprepare path (Driver.ref) while it holds anything: the take-over is a
+// one-time event of a node, and once none of NVIDIA's claims is held every
+// claim goes straight to this plugin's own prepare and unprepare. A node
+// that never ran NVIDIA's plugin never has it in the path.
+func (d *Driver) wireReference(t *referenceTakeover) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return
+	}
+	t.unwire = func() { d.ref.CompareAndSwap(t, nil) }
+	d.ref.Store(t)
 }
 
 // readReference reads the reference driver's checkpoint before anything

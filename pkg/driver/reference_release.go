@@ -11,11 +11,8 @@ import (
 	"os"
 	"time"
 
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
@@ -23,7 +20,6 @@ import (
 	configapi "github.com/gpu-dra-driver/gpu-dra-driver/api/resource/v1beta1"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/checkpoint"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/ledger"
-	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/mig"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/nvdev"
 	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/refdriver"
 )
@@ -44,9 +40,20 @@ func (t *referenceTakeover) hold(book *ledger.Ledger, inv *nvdev.Inventory, dyna
 		gpus[g.UUID] = g
 	}
 	for uid, c := range t.held {
+		if _, own := book.Get(uid); own {
+			// This plugin prepared the claim itself after NVIDIA's
+			// prepare of it had only begun (the kubelet asked again):
+			// its own record holds it. Holding NVIDIA's part too would
+			// replace that hold (the ledger holds one set per UID);
+			// the release of NVIDIA's part still happens.
+			continue
+		}
 		rec := checkpoint.PreparedClaim{UID: uid, Namespace: c.Namespace, Name: c.Name}
 		for _, d := range c.Devices {
-			pd := checkpoint.PreparedDevice{Requests: d.Requests, Pool: d.Pool, Device: d.Name, Type: configapi.WholeGPU, UUID: d.GPU}
+			// A share of a device several of NVIDIA's claims use at once
+			// (its ConsumableShares) is held as one share: the others
+			// are held beside it.
+			pd := checkpoint.PreparedDevice{Requests: d.Requests, Pool: d.Pool, Device: d.Name, Type: configapi.WholeGPU, UUID: d.GPU, Shared: d.ShareID != "", ShareID: d.ShareID}
 			if d.Mig != nil {
 				m, ok := liveMig(gpus[d.GPU], *d.Mig)
 				if !ok {
@@ -161,7 +168,9 @@ func (t *referenceTakeover) prepare(claim *resourceapi.ResourceClaim) ([]kubelet
 }
 
 // unprepare answers the kubelet's unprepare of a held claim by releasing
-// it. It returns false for any other claim.
+// it. It returns false for any other claim, and for one this plugin
+// prepared too (ownsLocked) once NVIDIA's part is released, so that the
+// driver's own unprepare of it follows.
 func (t *referenceTakeover) unprepare(ctx context.Context, claim kubeletplugin.NamespacedObject) (bool, error) {
 	if t == nil {
 		return false, nil
@@ -172,18 +181,37 @@ func (t *referenceTakeover) unprepare(ctx context.Context, claim kubeletplugin.N
 		c.Namespace, c.Name = claim.Namespace, claim.Name
 		t.held[claim.UID] = c
 	}
+	own := ok && t.ownsLocked(claim.UID)
 	t.mu.Unlock()
 	if !ok {
 		return false, nil
 	}
-	return true, t.release(ctx, claim.UID, "unprepared by the kubelet")
+	err := t.release(ctx, claim.UID, "unprepared by the kubelet")
+	if own && err == nil {
+		// This plugin prepared the claim too (NVIDIA had only begun):
+		// its own unprepare follows, on the common path.
+		return false, nil
+	}
+	return true, err
+}
+
+// ownsLocked reports whether this plugin holds a claim of its own under a
+// UID the take-over holds: its record, or its hold, which replaced the
+// foreign one when its prepare began (ledger.Begin). The caller holds
+// t.mu.
+func (t *referenceTakeover) ownsLocked(uid types.UID) bool {
+	if _, ok := t.book.Get(uid); ok {
+		return true
+	}
+	_, foreign := t.book.Foreign(uid)
+	return !foreign
 }
 
 // release undoes what the reference driver made for a claim, as its own
-// unprepare would (device_state.go, unprepareDevices and Unprepare): stops
-// its MPS control daemons, destroys its dynamic MIG devices, removes its
-// CDI spec; then lists the claim as released and stops holding it. Each
-// step is idempotent, so a failed release is retried whole.
+// unprepare would (undo); removes its CDI spec; then lists the claim as
+// released and stops holding it. Each step is idempotent, so a failed
+// release is retried whole. A hold of this plugin's own under the same
+// UID (ownsLocked) is never dropped: ReleaseForeign leaves it.
 func (t *referenceTakeover) release(ctx context.Context, uid types.UID, why string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -191,20 +219,8 @@ func (t *referenceTakeover) release(ctx context.Context, uid types.UID, why stri
 	if !ok {
 		return nil
 	}
-	for _, id := range c.MPSDaemons {
-		if err := t.stopMPS(ctx, id); err != nil {
-			return fmt.Errorf("release claim %s of NVIDIA's reference driver: %w", c, err)
-		}
-	}
-	if rec, ok := t.book.Foreign(uid); ok {
-		for _, d := range rec.Devices {
-			if d.Mig == nil || !d.Mig.Dynamic {
-				continue // static MIG: an admin's layout, as the reference driver leaves it
-			}
-			if err := t.destroyMig(d); err != nil {
-				return fmt.Errorf("release claim %s of NVIDIA's reference driver: destroy MIG device %s: %w", c, d.UUID, err)
-			}
-		}
+	if err := t.undo(ctx, uid, c); err != nil {
+		return fmt.Errorf("release claim %s of NVIDIA's reference driver: %w", c, err)
 	}
 	spec := refdriver.SpecFile(t.cfg.CDIDir, t.cfg.DriverName, c.UID)
 	if err := os.Remove(spec); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -225,47 +241,6 @@ func (t *referenceTakeover) release(ctx context.Context, uid types.UID, why stri
 	return nil
 }
 
-// destroyMig destroys a MIG device the reference driver made, if it still
-// is the one it recorded.
-func (t *referenceTakeover) destroyMig(d checkpoint.PreparedDevice) error {
-	for _, g := range t.cfg.Backend.Inventory.GPUs {
-		if g.UUID != d.Mig.ParentUUID || g.Device == nil {
-			continue
-		}
-		if _, ok := liveMig(g, refdriver.MigDevice{GIID: d.Mig.GIID, UUID: d.UUID}); !ok {
-			return nil // gone already
-		}
-		return mig.Destroy(g.Device, d.Mig.GIID, d.Mig.CIID)
-	}
-	return nil
-}
-
-// stopMPS stops the reference driver's MPS control daemon as its
-// MpsControlDaemon.Stop does (sharing.go): its Deployment deleted, the
-// tmpfs of its shm/ unmounted and its directory removed. The Deployment
-// is in the reference driver's namespace, found by its app label.
-func (t *referenceTakeover) stopMPS(ctx context.Context, id string) error {
-	name := refdriver.MPSDeployment(id)
-	if t.cfg.Client != nil {
-		list, err := t.cfg.Client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
-		if err != nil {
-			return fmt.Errorf("find the Deployment %s of its MPS control daemon: %w; delete that Deployment (in the reference driver's namespace), or let this plugin's service account list and delete Deployments", name, err)
-		}
-		policy := metav1.DeletePropagationForeground
-		for _, dep := range list.Items {
-			err := t.cfg.Client.AppsV1().Deployments(dep.Namespace).Delete(ctx, dep.Name, metav1.DeleteOptions{PropagationPolicy: &policy})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("delete the Deployment %s/%s of its MPS control daemon: %w", dep.Namespace, dep.Name, err)
-			}
-		}
-	}
-	dir := refdriver.MPSDir(t.cfg.PluginDir, id)
-	if err := unix.Unmount(dir+"/shm", 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("unmount %s/shm: %w", dir, err)
-	}
-	return os.RemoveAll(dir)
-}
-
 // finishLocked renames the checkpoint and says so once nothing of it is
 // held; the caller holds t.mu.
 func (t *referenceTakeover) finishLocked(ctx context.Context) {
@@ -278,6 +253,9 @@ func (t *referenceTakeover) finishLocked(ctx context.Context) {
 		return
 	}
 	t.done = true
+	if t.unwire != nil {
+		t.unwire() // out of the kubelet's prepare and unprepare path
+	}
 	logger.Info("None of NVIDIA's reference driver's claims is held; renamed its checkpoint", "file", t.cp.Path+refdriver.MigratedSuffix, "listed", len(t.cp.Claims), "released", len(t.released))
 	if t.reported == "" && len(t.released) == 0 {
 		return // nothing was held: nothing to say

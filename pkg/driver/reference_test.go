@@ -31,14 +31,24 @@ import (
 // connects a kubelet to it.
 func startReference(t *testing.T, r *referenceNode) *Driver {
 	t.Helper()
+	return startReferenceWith(t, r, nil)
+}
+
+// startReferenceWith is startReference with the config changed first.
+func startReferenceWith(t *testing.T, r *referenceNode, change func(*Config)) *Driver {
+	t.Helper()
 	be, err := backend.Open(backend.Options{SimulateProfile: r.profile, NodeName: testNode, StateDir: r.in.StateDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background().V(3)), testwait.Timeout)
-	d, err := Start(ctx, Config{DriverName: testDriver, NodeName: testNode, Client: r.in.Client, Backend: be,
+	cfg := Config{DriverName: testDriver, NodeName: testNode, Client: r.in.Client, Backend: be,
 		StateDir: r.in.StateDir(), CDIDir: r.in.CDIDir(), PluginDir: r.in.Dir("plugin"), RegistrarDir: r.in.Dir("registry"),
-		Publish: resourceslices.Options{DynamicMIG: true}, ReferencePoll: time.Hour})
+		Publish: resourceslices.Options{DynamicMIG: true}, ReferencePoll: time.Hour}
+	if change != nil {
+		change(&cfg)
+	}
+	d, err := Start(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatalf("Start on the reference driver's node: %v", err)
@@ -76,7 +86,7 @@ func TestTakesOverReferenceDriverClaims(t *testing.T) {
 
 	// The begun prepare is released at once (the kubelet was never told
 	// it is prepared); the two prepared claims are held, named by UID.
-	err := d.ref.NotReady()
+	err := d.ref.Load().NotReady()
 	for _, want := range []string{"2 claim(s)", "uid " + a.UID, "uid " + b.UID, "1 MIG device(s) and 2 CDI spec(s)"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("readiness %v does not say %q", err, want)
@@ -125,7 +135,7 @@ func TestTakesOverReferenceDriverClaims(t *testing.T) {
 	if _, err := os.Stat(r.specPath(b)); !os.IsNotExist(err) {
 		t.Errorf("ref-b's CDI spec is still there: %v", err)
 	}
-	if err := d.ref.NotReady(); err == nil || !strings.Contains(err.Error(), "1 claim(s)") {
+	if err := d.ref.Load().NotReady(); err == nil || !strings.Contains(err.Error(), "1 claim(s)") {
 		t.Errorf("readiness after one unprepare: %v", err)
 	}
 	after := allocated("after-b", "gpu-1")
@@ -151,7 +161,7 @@ func TestTakesOverReferenceDriverClaims(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(pluginDir, refdriver.CheckpointFile+refdriver.MigratedSuffix)); err != nil {
 		t.Errorf("the checkpoint was not renamed: %v", err)
 	}
-	if err := d.ref.NotReady(); err != nil {
+	if err := d.ref.Load().NotReady(); err != nil {
 		t.Errorf("readiness once none is held: %v", err)
 	}
 	if evs := nodeEvents(t, r, ReasonReferenceDriverClaimsGone); len(evs) != 1 || evs[0].Type != v1.EventTypeNormal {
@@ -186,8 +196,8 @@ func TestReferenceBootIDIsTheKernels(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(r2.in.Dir("plugin"), refdriver.CheckpointFile+refdriver.MigratedSuffix)); err != nil {
 		t.Errorf("a checkpoint of an earlier boot was not renamed: %v", err)
 	}
-	if n := len(d2.state.Ledger.ForeignClaims()); n != 0 || d2.ref.NotReady() != nil {
-		t.Errorf("an earlier boot's claims held: %d, %v", n, d2.ref.NotReady())
+	if n := len(d2.state.Ledger.ForeignClaims()); n != 0 || d2.ref.Load().NotReady() != nil {
+		t.Errorf("an earlier boot's claims held: %d, %v", n, d2.ref.Load().NotReady())
 	}
 }
 

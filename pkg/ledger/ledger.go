@@ -73,6 +73,11 @@ func (l *Ledger) begin(rec checkpoint.PreparedClaim, write bool) error {
 		return err
 	}
 	l.held[rec.UID] = want
+	// This driver's own prepare of a UID another driver began (its
+	// prepare never completed, so the kubelet asks again) holds the UID
+	// from now on: releasing the other driver's claim must leave this
+	// hold (ReleaseForeign).
+	delete(l.foreign, rec.UID)
 	l.mu.Unlock()
 	if !write {
 		return nil
@@ -110,14 +115,16 @@ func (l *Ledger) Release(uid types.UID) error {
 // rolled back or restored, so that no claim can be prepared on the
 // hardware of one that is not restored (yet).
 func (l *Ledger) HoldAll() {
-	v := l.View()
-	held := make(map[types.UID][]Footprint, len(v.records))
-	for _, rec := range v.records {
+	records, _ := l.store.Owning() // View without the foreign claims
+	held := make(map[types.UID][]Footprint, len(records))
+	for _, rec := range records {
 		held[rec.UID] = Footprints(rec)
 	}
 	l.mu.Lock()
 	for _, rec := range l.foreignRecordsLocked() {
-		held[rec.UID] = Footprints(rec)
+		if _, own := held[rec.UID]; !own { // an owning record of the UID holds it
+			held[rec.UID] = Footprints(rec)
+		}
 	}
 	l.held = held
 	l.mu.Unlock()
