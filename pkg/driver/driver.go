@@ -233,7 +233,10 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		cfg.Metrics.Errors.WithLabelValues("recovery").Add(float64(len(problems)))
 		go reportToNode(ctx, cfg.Client, cfg.NodeName, "PluginStateRecovery", problems)
 	}
-	cfg.Metrics.ObservePreparedDevices(func() int { return book.View().PreparedDevices() })
+	// NVIDIA's names of the plugin's series carry its node and driver
+	// name (pkg/metrics nvidia.go).
+	cfg.Metrics.Identify(cfg.NodeName, cfg.DriverName)
+	cfg.Metrics.ObservePreparedDevicesByKind(func() map[configapi.DeviceKind]int { return preparedByKind(book.View()) })
 	cfg.Metrics.ObserveUnrestoredClaims(func() int { return len(d.state.Unrestored()) })
 	cfg.Metrics.ObserveAllocation(d.allocation)
 

@@ -258,6 +258,10 @@ func TestMetricsAndLiveness(t *testing.T) {
 		"gpu_dra_prepare_duration_seconds_count 2",
 		`gpu_dra_errors_total{operation="prepare"} 1`,
 		"gpu_dra_prepared_devices 1",
+		// NVIDIA's names of the same series (pkg/metrics nvidia.go).
+		`nvidia_dra_requests_total{driver="gpu.nvidia.com",operation="prepare"} 2`,
+		`nvidia_dra_node_prepare_errors_total{driver="gpu.nvidia.com",error_type="prepare_devices"} 1`,
+		`nvidia_dra_prepared_devices{device_type="gpu",driver="gpu.nvidia.com",node="` + n.driver.cfg.NodeName + `"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
