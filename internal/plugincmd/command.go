@@ -82,6 +82,7 @@ func commandFor(o *options) *cobra.Command {
 	f.StringVar(&o.taintEffect, "health-taint-effect", "NoSchedule", "Effect of the gpu.nvidia.com/unhealthy taint an unhealthy device gets: NoSchedule (new claims avoid it) or NoExecute (pods using it are evicted too).")
 	f.StringSliceVar(&o.ignoredXIDs, "health-ignored-xids", nil, "XIDs to ignore in addition to the application XIDs NVIDIA's tools ignore (13, 31, 43, 45, 68, 109).")
 	o.mps.addFlags(cmd)
+	o.shares.addFlags(cmd)
 	cmd.AddCommand(mpsDaemonCommand(), mpsClientStandInCommand())
 	o.gates = newFeatureGates()
 	o.gates.AddFlag(f)

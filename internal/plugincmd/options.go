@@ -40,6 +40,8 @@ type options struct {
 	gates        featuregate.MutableFeatureGate
 	backend      backend.Options
 	fractional   bool
+	// shares are --consumable-shares* (shares.go).
+	shares sharesOptions
 	// deviceMetadata writes per-request device metadata files
 	// (KEP-5304) that the kubelet mounts into containers.
 	deviceMetadata bool
@@ -124,6 +126,9 @@ func (o *options) complete() error {
 	if o.passthrough, err = parsePassthrough(o.passthroughGPUs); err != nil {
 		return err
 	}
+	if err := o.shares.complete(o.fractional, o.fractionalOn); err != nil {
+		return err
+	}
 	if o.nvmlRetry <= 0 || o.nvmlRetryMax < o.nvmlRetry {
 		return fmt.Errorf("--nvml-retry-interval %v, --nvml-retry-max-interval %v: want 0 < interval <= max interval", o.nvmlRetry, o.nvmlRetryMax)
 	}
@@ -132,7 +137,7 @@ func (o *options) complete() error {
 
 // publishOptions are the flags that shape what the node offers.
 func (o *options) publishOptions() resourceslices.Options {
-	return resourceslices.Options{DynamicMIG: o.gates.Enabled(DynamicMIG), FractionalMemory: o.fractional, FractionalGPUs: o.fractionalOn,
+	return resourceslices.Options{DynamicMIG: o.gates.Enabled(DynamicMIG), FractionalMemory: o.fractional, FractionalGPUs: o.fractionalOn, ConsumableShares: o.shares.parsed,
 		NoMonitorDevices: !o.monitorDevices, MigProfiles: o.migProfiles, Passthrough: o.passthrough}
 }
 

@@ -196,7 +196,7 @@ func allocatable(pool string, table resourceslices.Table) (map[string]*prepare.A
 func allocatableDevice(e resourceslices.Entry) *prepare.AllocatableDevice {
 	return &prepare.AllocatableDevice{
 		Name: e.Device.Name, Kind: e.Kind, GPU: e.GPU, Partitionable: e.Partitionable,
-		StaticUUID: e.StaticUUID, GIID: e.GIID, CIID: e.CIID,
+		StaticUUID: e.StaticUUID, GIID: e.GIID, CIID: e.CIID, TimeSlicedShares: e.TimeSlicedShares,
 		Placement: mig.Placement{Profile: e.Profile, Start: e.Start, Size: e.Size},
 	}
 }

@@ -54,6 +54,8 @@ type node struct {
 	// dynamicMIG and fractional are passed to the driver at every start.
 	dynamicMIG bool
 	fractional bool
+	// shares is --consumable-shares*, passed at every start.
+	shares resourceslices.ConsumableShares
 	// migProfiles is --mig-profiles, passed at every start.
 	migProfiles []string
 	// noMonitors is --monitor-devices=false, passed at every start.
@@ -116,7 +118,7 @@ func (n *node) startDriver(ctx context.Context, dirs inode.Dirs, client kubernet
 	d, err := Start(ctx, Config{
 		DriverName: testDriver, NodeName: testNode, Client: client, Backend: be, MPSRunner: n.mpsRunner,
 		StateDir: dirs.State, CDIDir: dirs.CDI, PluginDir: dirs.Plugin, RegistrarDir: dirs.Registry,
-		Publish:           resourceslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional, MigProfiles: n.migProfiles, NoMonitorDevices: n.noMonitors, Passthrough: n.passthrough},
+		Publish:           resourceslices.Options{DynamicMIG: n.dynamicMIG, FractionalMemory: n.fractional, ConsumableShares: n.shares, MigProfiles: n.migProfiles, NoMonitorDevices: n.noMonitors, Passthrough: n.passthrough},
 		Health:            n.health,
 		RollingUpdateUID:  n.podUID,
 		SharingStrategies: []configapi.SharingStrategy{configapi.TimeSlicingStrategy, configapi.MpsStrategy},

@@ -42,7 +42,9 @@ func deviceMemory(dev *AllocatableDevice) int64 { return dev.Behavior().Memory(d
 
 // resolveSharing decides what sharing to apply to one allocated device.
 // A memory-fraction allocation (a share of a shareable GPU) always runs
-// under MPS with its consumed memory as the pinned-memory limit.
+// under MPS with its consumed memory as the pinned-memory limit; a share
+// of a GPU offered for integer or unlimited consumable shares is
+// time-sliced (timeSlicedShare).
 func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r resourceapi.DeviceRequestAllocationResult, index int) (*checkpoint.SharingRecord, error) {
 	sh := cfg.GetSharing()
 	if sh != nil || r.ShareID != nil {
@@ -51,9 +53,12 @@ func (s *State) resolveSharing(cfg configapi.Config, dev *AllocatableDevice, r r
 		}
 	}
 	target := mpsTarget(dev)
+	if r.ShareID != nil && dev.TimeSlicedShares != "" {
+		return s.timeSlicedShare(sh, dev)
+	}
 	if r.ShareID != nil {
 		if sh != nil && sh.Strategy != configapi.MpsStrategy {
-			return nil, fmt.Errorf("sharing.strategy: %s cannot enforce a memory share; memory-fraction claims run under MPS, so set strategy: MPS or leave sharing out", sh.Strategy)
+			return nil, fmt.Errorf("sharing.strategy: %s cannot enforce a memory share; memory-fraction claims run under MPS (consumable shares in mode memory too), so set strategy: MPS or leave sharing out", sh.Strategy)
 		}
 		if err := s.checkAllowed(configapi.MpsStrategy, true); err != nil {
 			return nil, err

@@ -77,7 +77,19 @@ func filterLayouts() []filterLayout {
 		{"mig-whole", resourceslices.Options{DynamicMIG: true}, whole, 8, nil},
 		{"mig3p-1g", resourceslices.Options{DynamicMIG: true, MigProfiles: []string{"1g.10gb", "3g.40gb", "7g.80gb"}}, mig1g, 56, nil},
 		{"fraction-10gi", resourceslices.Options{FractionalMemory: true}, func(n string) *resourceapi.ResourceClaim { return memShare(n, "10Gi") }, 64, nil},
+		// Consumable shares (consumable.go) with NVIDIA's claims: 4Gi
+		// memory shares (20 per H100), one of 4 integer shares each, and
+		// unlimited shares, of which 64 stand for a busy node (8 per GPU;
+		// the allocator puts them all on gpu-0, the first that fits).
+		{"shares-memory-4gi", sharesOn(resourceslices.SharesMemory), nvidiaClaim(schedtest.NVIDIAMemoryShare), 160, nil},
+		{"shares-integer", sharesOn(resourceslices.SharesInteger), nvidiaClaim(schedtest.NVIDIAUnsizedShare), 32, nil},
+		{"shares-unlimited", sharesOn(resourceslices.SharesUnlimited), nvidiaClaim(schedtest.NVIDIAUnsizedShare), 64, nil},
 	}
+}
+
+// nvidiaClaim makes claims of one of NVIDIA's consumable-shares specs.
+func nvidiaClaim(spec string) func(string) *resourceapi.ResourceClaim {
+	return func(n string) *resourceapi.ResourceClaim { return schedtest.ClaimFromSpec(&testing.T{}, n, spec) }
 }
 
 // BenchmarkFilterPerNode is what one kube-scheduler Filter call costs per

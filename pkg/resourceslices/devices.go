@@ -96,6 +96,10 @@ type Options struct {
 	FractionalMemory bool
 	// FractionalGPUs limits FractionalMemory to these minors (all if empty).
 	FractionalGPUs []int
+	// ConsumableShares offers GPUs for shares as NVIDIA's driver's
+	// --consumable-shares does (consumable.go); not on a GPU
+	// FractionalMemory offers too (ConsumableShares.Overlaps).
+	ConsumableShares ConsumableShares
 	// DynamicParents are GPUs whose existing MIG devices this driver
 	// created (per its checkpoint): they stay dynamic rather than being
 	// mistaken for an admin's static MIG layout, with DynamicMIG turned off
@@ -106,8 +110,9 @@ type Options struct {
 	// VM: their vfio device stays published, consuming the GPU's
 	// counters, with Passthrough no longer selecting them.
 	HeldPassthrough map[string]bool
-	// HeldShares are GPUs (by UUID) of which the checkpoint holds memory
-	// shares: they stay Shareable with FractionalMemory turned off.
+	// HeldShares are GPUs (by UUID) of which the checkpoint holds shares:
+	// they stay Shareable with FractionalMemory and ConsumableShares
+	// turned off.
 	HeldShares map[string]bool
 	// NoMonitorDevices leaves out the GPUs' monitor devices (monitor.go):
 	// a node then publishes half the devices where GPUs are whole, which
@@ -157,12 +162,12 @@ const (
 	// counters so the scheduler never hands out overlapping pieces.
 	DynamicMIG
 	// Shareable: the GPU is one device that many claims can each take a
-	// share of memory from (memory-fraction sharing). It is not partitioned.
+	// share of (memory fractions, consumable shares). It is not partitioned.
 	Shareable
 )
 
 func (o Options) shares(g *nvdev.GPU) bool {
-	if o.HeldShares[g.UUID] {
+	if o.HeldShares[g.UUID] || o.ConsumableShares.selects(g) {
 		return true
 	}
 	if !o.FractionalMemory {

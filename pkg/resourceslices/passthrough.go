@@ -29,7 +29,8 @@ import (
 //   - whole: a set with one counter, "gpu" = 1, that both consume.
 //   - shareable (memory fractions): "gpu" = the GPU's memory in GiB (the
 //     most shares it can hold, MemoryStep each); a share consumes 1, the
-//     vfio device all of it.
+//     vfio device all of it. Consumable shares the same, with the share
+//     count in integer mode (passthroughShares).
 //
 // Monitor devices consume nothing, as everywhere (monitor.go: the
 // allocator would otherwise keep admin access off a busy GPU). Admin
@@ -99,11 +100,12 @@ func vfioDevice(inv *nvdev.Inventory, g *nvdev.GPU) resourceapi.Device {
 	}
 }
 
-// gpuCounterSet is the counter set of a whole or shareable passthrough GPU.
-func gpuCounterSet(g *nvdev.GPU, m Mode) resourceapi.CounterSet {
+// gpuCounterSet is the counter set of a whole or shareable passthrough GPU;
+// shares is the most shares a shareable one holds (passthroughShares).
+func gpuCounterSet(g *nvdev.GPU, m Mode, shares int64) resourceapi.CounterSet {
 	n := int64(1)
 	if m == Shareable {
-		n = max(1, int64(g.MemoryBytes>>gibibyteBits))
+		n = shares
 	}
 	return resourceapi.CounterSet{Name: counterSetName(g.Minor), Counters: map[string]resourceapi.Counter{counterGPU: counter(n)}}
 }
@@ -119,10 +121,11 @@ func consumeAll(set resourceapi.CounterSet) []resourceapi.DeviceCounterConsumpti
 
 // addPassthrough gives the entries of g (made for mode m, the last n of
 // t.Entries) their counter consumption where the mode has none yet, and
-// appends g's vfio device. set is g's MIG counter set under dynamic MIG.
-func (t *Table) addPassthrough(inv *nvdev.Inventory, g *nvdev.GPU, m Mode, set *resourceapi.CounterSet) {
+// appends g's vfio device. set is g's MIG counter set under dynamic MIG;
+// shares is gpuCounterSet's.
+func (t *Table) addPassthrough(inv *nvdev.Inventory, g *nvdev.GPU, m Mode, set *resourceapi.CounterSet, shares int64) {
 	if set == nil {
-		s := gpuCounterSet(g, m)
+		s := gpuCounterSet(g, m, shares)
 		t.CounterSets = append(t.CounterSets, s)
 		set = &s
 		for i := range t.Entries {

@@ -32,6 +32,10 @@ type Entry struct {
 	Start, Size uint32
 	StaticUUID  string
 	GIID, CIID  int
+	// TimeSlicedShares is the consumable-shares mode ("integer",
+	// "unlimited") of a GPU whose shares prepare time-slices rather than
+	// run under MPS; empty otherwise (consumable.go).
+	TimeSlicedShares string
 }
 
 // Table is every device a node offers, in publication order, and the
@@ -51,7 +55,7 @@ func NewTable(inv *nvdev.Inventory, o Options) Table {
 		case Whole:
 			t.Entries = append(t.Entries, Entry{Device: gpuDevice(inv, g), Kind: configapi.WholeGPU, GPU: g})
 		case Shareable:
-			t.Entries = append(t.Entries, Entry{Device: ShareableGPUDevice(inv, g), Kind: configapi.WholeGPU, GPU: g})
+			t.Entries = append(t.Entries, shareableEntry(inv, g, o))
 		case StaticMIG:
 			for _, m := range g.MigDevices {
 				t.Entries = append(t.Entries, Entry{
@@ -67,7 +71,7 @@ func NewTable(inv *nvdev.Inventory, o Options) Table {
 			migSet = &set
 		}
 		if passthroughOffered(g, m, o) {
-			t.addPassthrough(inv, g, m, migSet)
+			t.addPassthrough(inv, g, m, migSet, passthroughShares(g, o))
 		}
 	}
 	t.Entries = profileMajor(t.Entries)

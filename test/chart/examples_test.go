@@ -70,6 +70,23 @@ func documentedExamples(t *testing.T) []example {
 	for _, ex := range commentedExamples(values) {
 		out = append(out, example{where: "values.yaml comment: " + strings.TrimSpace(ex), yaml: ex})
 	}
+	// The values files in docs/examples (those whose keys are all this
+	// chart's: the GPU Operator's and Kueue's files are not).
+	files, _ := filepath.Glob("../../docs/examples/*.yaml")
+	for _, f := range files {
+		var doc map[string]any
+		text := read(t, f)
+		if yaml.Unmarshal([]byte(text), &doc) != nil || len(doc) == 0 {
+			continue
+		}
+		isValues := true
+		for k := range doc {
+			isValues = isValues && top[k]
+		}
+		if isValues {
+			out = append(out, example{where: "docs/examples/" + filepath.Base(f), yaml: text})
+		}
+	}
 	return out
 }
 

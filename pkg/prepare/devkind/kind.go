@@ -41,6 +41,10 @@ type Device struct {
 	Placement  mig.Placement
 	StaticUUID string
 	GIID, CIID int
+	// TimeSlicedShares is the consumable-shares mode ("integer",
+	// "unlimited") of a GPU whose shares are time-sliced, not run under
+	// MPS; empty otherwise (resourceslices.Entry.TimeSlicedShares).
+	TimeSlicedShares string
 }
 
 // LockKey serialises work on one physical GPU: MIG mode changes, GPU
