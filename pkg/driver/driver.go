@@ -208,7 +208,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	d := &Driver{cfg: cfg, meta: newDeviceMetadata(cfg.Backend.Inventory, table), gpus: withVMs, use: newClaimUse()}
 	d.wireReference(ref)
 	d.health = d.newMonitor(watched, book)
-	d.status = devicestatus.New(ctx, cmp.Or(cfg.StatusClient, cfg.Client), cfg.DriverName, devicestatus.Options{Records: book, Health: d.deviceCondition})
+	statusGate := d.startStatus(ctx, book) // status_async.go
 	d.state = prepare.New(prepare.Config{
 		DriverName: cfg.DriverName, PoolName: cfg.NodeName, Devices: devices,
 		Ledger: book, CDI: writer, Status: d.status,
@@ -262,6 +262,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 			return listenUnix(ctx, path)
 		}),
 		kubeletplugin.RegistrarListener(listenUnix),
+		statusGate,
 		// Claims are locked per claim and per device in prepare.State.
 		kubeletplugin.Serialize(false),
 		kubeletplugin.EnableDeviceMetadata(!cfg.NoDeviceMetadata, metadataVersions),
