@@ -18,7 +18,7 @@
 #      older build to compare with; default: built from this tree),
 #      MODES (claims,templates), REPEATS (2), CPUPROFILE (layout/nodes/mode: CPU profiles of the scheduler and the API server, next to OUT),
 #      PODS_PER_NODE (whole=4,mig-1g=1,mig3p-1g=1,mig-whole=1,frac-20gi=4), OUT (/tmp/perf-scale-table.md),
-#      GATES: default (Kubernetes 1.37's defaults, what a production cluster
+#      GATES: default (Kubernetes' own defaults of $K8S_VERSION, what a production cluster
 #      runs: every gate this driver needs is on), cluster (the local cluster's,
 #      every alpha DRA gate on too: the scheduler then uses the experimental
 #      allocator and the node-allocatable checks) or an explicit list.

@@ -2,7 +2,7 @@
 # Everything built is cached outside the repository, keyed by version, so a
 # second run (or a later CI run on the same machine) reuses it.
 # The default cluster: the newest Kubernetes minor (1.38, a pre-release until
-# its GA on 2026-12-16; hack/e2e-versions.sh runs the 1.37 and 1.36 subsets).
+# its GA on 2026-12-16; hack/e2e-subset.sh runs the 1.37 and 1.36 subsets).
 K8S_VERSION=${K8S_VERSION:-1.38.0-beta.0}
 # Kubernetes 1.38's modules need Go 1.27; a fresh machine has Go 1.26, and the
 # go command fetches this approved toolchain from the module proxy.
