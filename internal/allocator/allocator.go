@@ -151,7 +151,7 @@ func (s *State) Consumed(driver, pool, device string) map[string]resource.Quanti
 	}
 	out := make(map[string]resource.Quantity, len(used))
 	for n, q := range used {
-		out[n.String()] = q.DeepCopy()
+		out[n.String()] = *q // a value type: a plain copy is a deep one
 	}
 	return out
 }

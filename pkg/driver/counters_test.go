@@ -144,7 +144,7 @@ func (n *node) allocate(held map[string]heldDevice, name string, devices ...stri
 func fitsCounters(snap poolSnapshot, held map[string]heldDevice) error {
 	for setName, sets := range snap.counters {
 		for counter, capacity := range sets[0].Counters {
-			used := capacity.Value.DeepCopy()
+			used := capacity.Value
 			used.Set(0)
 			for dev := range held {
 				for _, d := range snap.devices[dev] {

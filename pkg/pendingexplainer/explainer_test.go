@@ -252,7 +252,9 @@ func TestExplainerPostsTheEvent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
-	broadcaster.StartRecordingToSink(ctx.Done())
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
 	defer broadcaster.Shutdown()
 	e, err := New(ctx, Config{DriverName: driver, Client: client, Recorder: broadcaster.NewRecorder(scheme(), ReportingController)})
 	if err != nil {

@@ -29,7 +29,7 @@ func RoomOn(node *corev1.Node, pods []*corev1.Pod) Room {
 			room.pods = q.Value()
 			continue
 		}
-		room.free[name] = q.DeepCopy()
+		room.free[name] = q
 	}
 	for _, p := range pods {
 		room.pods--

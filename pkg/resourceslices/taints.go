@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/validate/content"
+
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 )
 
@@ -79,10 +80,10 @@ func validateTaints(taints []resourceapi.DeviceTaint) error {
 		return fmt.Errorf("%d taints, limit %d", len(taints), MaxTaintsPerDevice)
 	}
 	for _, t := range taints {
-		if errs := validation.IsQualifiedName(t.Key); len(errs) > 0 {
+		if errs := content.IsLabelKey(t.Key); len(errs) > 0 {
 			return fmt.Errorf("taint key %q: %s", t.Key, strings.Join(errs, "; "))
 		}
-		if errs := validation.IsValidLabelValue(t.Value); len(errs) > 0 {
+		if errs := content.IsLabelValue(t.Value); len(errs) > 0 {
 			return fmt.Errorf("taint %q value %q: %s", t.Key, t.Value, strings.Join(errs, "; "))
 		}
 		switch t.Effect {

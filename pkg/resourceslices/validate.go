@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/validate/content"
+
 	"github.com/blang/semver/v4"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -173,7 +175,7 @@ func validateIdentifier(id string) error {
 	if len(id) == 0 || len(id) > MaxIDLength {
 		return fmt.Errorf("%q: must be 1-%d characters", id, MaxIDLength)
 	}
-	if errs := validation.IsCIdentifier(id); len(errs) > 0 {
+	if errs := content.IsCIdentifier(id); len(errs) > 0 {
 		return fmt.Errorf("%q: %s", id, strings.Join(errs, "; "))
 	}
 	return nil

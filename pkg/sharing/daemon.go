@@ -5,7 +5,6 @@ package sharing
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -100,12 +99,13 @@ func (p DaemonProgram) Run(ctx context.Context) error {
 		fmt.Fprintln(p.Log, err)
 	}
 	select {
-	case <-exited:
+	case err := <-exited:
+		// Asked to quit, it quit: its exit status says nothing more.
+		_ = err
 		return nil
 	case <-qctx.Done():
 		_ = cmd.Process.Kill()
-		<-exited
-		return errors.New("nvidia-cuda-mps-control did not quit in time; killed it")
+		return fmt.Errorf("nvidia-cuda-mps-control did not quit in time; killed it (%v)", <-exited)
 	}
 }
 

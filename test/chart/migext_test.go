@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/validate/content"
+
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
@@ -117,7 +119,7 @@ func TestChartMigExtendedResourcesMatchTheDriversProfiles(t *testing.T) {
 		if errs := validation.IsDNS1123Subdomain(dc.Name); len(errs) != 0 {
 			t.Errorf("class %s: %v", dc.Name, errs)
 		}
-		if errs := validation.IsQualifiedName(r); len(errs) != 0 {
+		if errs := content.IsLabelKey(r); len(errs) != 0 {
 			t.Errorf("extended resource %s: %v", r, errs)
 		}
 		if !strings.HasSuffix(dc.Name, ".nvidia.com") || !strings.HasPrefix(dc.Name, strings.TrimPrefix(r, "nvidia.com/")+".") {
