@@ -9,9 +9,11 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,6 +239,11 @@ func TestUpgradeAndDowngradeKeepClaims(t *testing.T) {
 	// The tests after this one run on the current driver, whatever happens.
 	t.Cleanup(func() { deployCurrent(t, profile) })
 	forgetReboots(t)
+	// v0.2.0's exact-pod policy refuses its own MPS daemon pod on a cluster
+	// with a globalDefault PriorityClass (issue 55, defect 1, fixed after
+	// it): the cluster's default class is off while that release prepares,
+	// and on again for this checkout's claims.
+	restoreDefault := withoutDefaultPriorityClass(t)
 	deployOld(t, prev, profile)
 
 	old := runWorkload(t, upgradeNS, allWorkloads...)
@@ -245,6 +252,7 @@ func TestUpgradeAndDowngradeKeepClaims(t *testing.T) {
 	checkRecords(t, "prepared by "+prev.name, len(allWorkloads), nil)
 
 	deployCurrent(t, profile)
+	restoreDefault()
 	old.check(t, "after the upgrade")
 	checkRecords(t, "after the upgrade", len(allWorkloads), oldRecords)
 	// The MIG devices held under their old names stay published, so that
@@ -305,4 +313,27 @@ func TestUpgradeAndDowngradeKeepClaims(t *testing.T) {
 	old.check(t, "after deleting "+upgradeNS2)
 	kubectl(t, "delete", "namespace", upgradeNS, "--wait=true", "--timeout=120s")
 	waitNodeClean(t, "after upgrading again and deleting every pod", nil)
+}
+
+// withoutDefaultPriorityClass turns the cluster's globalDefault
+// PriorityClasses off (hack/cluster/cluster.sh makes one) and returns what
+// turns them on again; the test's cleanup does too.
+func withoutDefaultPriorityClass(t *testing.T) func() {
+	t.Helper()
+	out, err := exec.Command("kubectl", "get", "priorityclass", "-o", `jsonpath={range .items[?(@.globalDefault==true)]}{.metadata.name}{" "}{end}`).Output()
+	if err != nil {
+		t.Fatalf("list PriorityClasses: %v", err)
+	}
+	names := strings.Fields(string(out))
+	set := func(on bool) {
+		for _, n := range names {
+			if b, err := exec.Command("kubectl", "patch", "priorityclass", n, "--type=merge", "-p", fmt.Sprintf(`{"globalDefault":%v}`, on)).CombinedOutput(); err != nil {
+				t.Errorf("PriorityClass %s globalDefault=%v: %v\n%s", n, on, err, b)
+			}
+		}
+	}
+	set(false)
+	restore := sync.OnceFunc(func() { set(true) })
+	t.Cleanup(restore)
+	return restore
 }
