@@ -56,7 +56,8 @@ fi
 # TestMPSTenantIsolation turns it off for its own run. An earlier release's
 # chart (CHART=, the rollback e2e) has no such value and shares anyway.
 mps_args=()
-grep -q shareAcrossNamespaces "$CHART/values.yaml" && mps_args=(--set sharing.mps.shareAcrossNamespaces=true)
+# helm show values reads a chart directory and a release's .tgz alike.
+grep -q shareAcrossNamespaces <<<"$(helm show values "$CHART" 2>/dev/null)" && mps_args=(--set sharing.mps.shareAcrossNamespaces=true)
 # Pod Security: the cluster enforces baseline where a namespace says nothing
 # (cluster.sh); the plugin's pods need privileged, as docs/install.md says.
 kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
