@@ -16,7 +16,6 @@ import (
 	"context"
 	"fmt"
 
-	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -76,11 +75,6 @@ func ConvertSlices(in []*resourceapi.ResourceSlice) (Slices, error) {
 // state, make a new one.
 func New(ctx context.Context, classes ClassLister, state *State, slices Slices, celCache *cel.Cache) (Allocator, error) {
 	return structured.NewAllocator(ctx, Features, state.s, classes, slices, celCache)
-}
-
-// Allocate runs one allocator over claims on node.
-func Allocate(ctx context.Context, a Allocator, node *v1.Node, claims []*resourceapi.ResourceClaim) ([]resourceapi.AllocationResult, error) {
-	return a.Allocate(ctx, node, claims)
 }
 
 // State is what the scheduler books for allocated claims: devices taken

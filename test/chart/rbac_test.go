@@ -140,25 +140,7 @@ func TestChartAdmissionPolicyPinsSlicesToTheOwnNode(t *testing.T) {
 // pods (templates/mps-admissionpolicy.yaml pins which pods). Nothing else in the
 // chart binds the ServiceAccount: no Secrets, no pods elsewhere.
 func TestChartPluginServiceAccountBindings(t *testing.T) {
-	out := helmTemplate(t)
-	var bound []string
-	for _, doc := range strings.Split(string(out), "\n---") {
-		var b struct {
-			Kind     string
-			Metadata struct{ Name, Namespace string }
-			RoleRef  rbacv1.RoleRef
-			Subjects []rbacv1.Subject
-		}
-		if err := yaml.Unmarshal([]byte(doc), &b); err != nil || (b.Kind != "ClusterRoleBinding" && b.Kind != "RoleBinding") {
-			continue
-		}
-		for _, s := range b.Subjects {
-			if s.Kind == "ServiceAccount" && s.Name == "gpu-dra-driver-kubelet-plugin" {
-				bound = append(bound, fmt.Sprintf("%s %s/%s -> %s %s", b.Kind, b.Metadata.Namespace, b.Metadata.Name, b.RoleRef.Kind, b.RoleRef.Name))
-			}
-		}
-	}
-	sort.Strings(bound)
+	bound := pluginBindings(helmTemplate(t))
 	want := []string{
 		"ClusterRoleBinding /gpu-dra-driver-kubelet-plugin -> ClusterRole gpu-dra-driver-kubelet-plugin",
 		"RoleBinding gpu-dra-driver/gpu-dra-driver-mps-daemons -> Role gpu-dra-driver-mps-daemons",
@@ -229,4 +211,29 @@ func TestChartEventsPolicyPinsEventsToTheOwnNode(t *testing.T) {
 	}
 	matched, denials := admit(t, policy, admissionRequest{operation: "CREATE", username: pluginUser, object: event("Node", ownNode, "default", ownNode)})
 	requireDenied(t, "event from a token without a node", matched, denials, "this token carries no node")
+}
+
+// pluginBindings lists, sorted, the (Cluster)RoleBindings of a rendered
+// chart that bind the plugin's ServiceAccount, as "Kind ns/name -> RoleKind
+// role".
+func pluginBindings(out []byte) []string {
+	var bound []string
+	for _, doc := range strings.Split(string(out), "\n---") {
+		var b struct {
+			Kind     string
+			Metadata struct{ Name, Namespace string }
+			RoleRef  rbacv1.RoleRef
+			Subjects []rbacv1.Subject
+		}
+		if err := yaml.Unmarshal([]byte(doc), &b); err != nil || (b.Kind != "ClusterRoleBinding" && b.Kind != "RoleBinding") {
+			continue
+		}
+		for _, s := range b.Subjects {
+			if s.Kind == "ServiceAccount" && s.Name == "gpu-dra-driver-kubelet-plugin" {
+				bound = append(bound, fmt.Sprintf("%s %s/%s -> %s %s", b.Kind, b.Metadata.Namespace, b.Metadata.Name, b.RoleRef.Kind, b.RoleRef.Name))
+			}
+		}
+	}
+	sort.Strings(bound)
+	return bound
 }

@@ -4,9 +4,7 @@
 package chart
 
 import (
-	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -15,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // The take-over of NVIDIA's MPS claims (issue 58, defect 1): with
@@ -71,24 +68,7 @@ func TestChartTakeoverRBAC(t *testing.T) {
 
 	// Every binding of the plugin's ServiceAccount with the value set:
 	// the default ones and this one, nothing else.
-	var bound []string
-	for _, doc := range strings.Split(string(helmTemplate(t, takeoverSet...)), "\n---") {
-		var b struct {
-			Kind     string
-			Metadata struct{ Name, Namespace string }
-			RoleRef  rbacv1.RoleRef
-			Subjects []rbacv1.Subject
-		}
-		if err := yaml.Unmarshal([]byte(doc), &b); err != nil || (b.Kind != "ClusterRoleBinding" && b.Kind != "RoleBinding") {
-			continue
-		}
-		for _, s := range b.Subjects {
-			if s.Kind == "ServiceAccount" && s.Name == "gpu-dra-driver-kubelet-plugin" {
-				bound = append(bound, fmt.Sprintf("%s %s/%s -> %s %s", b.Kind, b.Metadata.Namespace, b.Metadata.Name, b.RoleRef.Kind, b.RoleRef.Name))
-			}
-		}
-	}
-	sort.Strings(bound)
+	bound := pluginBindings(helmTemplate(t, takeoverSet...))
 	wantBound := []string{
 		"ClusterRoleBinding /gpu-dra-driver-kubelet-plugin -> ClusterRole gpu-dra-driver-kubelet-plugin",
 		"RoleBinding gpu-dra-driver/gpu-dra-driver-mps-daemons -> Role gpu-dra-driver-mps-daemons",
