@@ -12,6 +12,9 @@
 # CHART=<dir> IMAGE_TAG=<tag> deploy.sh installs another chart with an image
 # already in containerd instead (the upgrade e2e installs an earlier
 # release's chart and image that way).
+# VALUES=<file> installs with that values file over the chart's defaults,
+# and without GPU 7's memory fractions: the file chooses how GPUs are
+# shared (hack/nvidia-e2e.sh: docs/examples/consumable-shares.yaml).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK
@@ -56,6 +59,8 @@ fi
 # TestMPSTenantIsolation turns it off for its own run. An earlier release's
 # chart (CHART=, the rollback e2e) has no such value and shares anyway.
 mps_args=()
+sharing_args=(--set sharing.fractionalMemory=true --set "sharing.fractionalMemoryGPUs={${FRACTIONAL_GPUS:-7}}")
+[ -z "${VALUES:-}" ] || sharing_args=(-f "$VALUES")
 # helm show values reads a chart directory and a release's .tgz alike.
 grep -q shareAcrossNamespaces <<<"$(helm show values "$CHART" 2>/dev/null)" && mps_args=(--set sharing.mps.shareAcrossNamespaces=true)
 # Pod Security: the cluster enforces baseline where a namespace says nothing
@@ -64,17 +69,16 @@ kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -
 kubectl label namespace "$NAMESPACE" --overwrite pod-security.kubernetes.io/enforce=privileged \
   pod-security.kubernetes.io/warn=privileged pod-security.kubernetes.io/audit=privileged >/dev/null
 s=$(now)
-helm upgrade --install "$RELEASE" "$CHART" "${mode_args[@]}" "${mps_args[@]}" \
+helm upgrade --install "$RELEASE" "$CHART" "${mode_args[@]}" "${mps_args[@]}" "${sharing_args[@]}" \
   --namespace "$NAMESPACE" --create-namespace ${HELM_WAIT---wait} --timeout 120s \
   --set image.tag="$tag" --set image.pullPolicy=Never \
   --set simulate.profile="$PROFILE" \
-  --set sharing.fractionalMemory=true --set "sharing.fractionalMemoryGPUs={${FRACTIONAL_GPUS:-7}}" \
   --set kubeletDir="$KUBELET_DIR" \
   --set kubeletPlugin.hostNetwork=true \
   --set kubeletPlugin.apiServer.host=127.0.0.1 --set-string kubeletPlugin.apiServer.port=6443 \
   --set webhook.hostNetwork=true --set webhook.replicas=1 \
   --set webhook.apiServer.host=127.0.0.1 --set-string webhook.apiServer.port=6443 >/dev/null
-say "chart $CHART installed in $(since "$s")s (release $RELEASE, namespace $NAMESPACE, image tag $tag, profile $PROFILE, node mode ${NODE_MODE:-files})"
+say "chart $CHART installed in $(since "$s")s (release $RELEASE, namespace $NAMESPACE, image tag $tag, profile $PROFILE, node mode ${NODE_MODE:-files}${VALUES:+, values $VALUES})"
 for _ in $(seq 1 100); do
   n=$(kubectl get resourceslices --field-selector "spec.nodeName=$NODE,spec.driver=gpu.nvidia.com" -o name 2>/dev/null | wc -l)
   [ "$n" -gt 0 ] && break; sleep 0.2
