@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -59,6 +60,8 @@ type options struct {
 	// passthroughGPUs is --passthrough-gpus, parsed into passthrough.
 	passthroughGPUs []string
 	passthrough     resourceslices.PassthroughSelector
+	// nodeProfiles is --simulate-node-profiles (nodeprofiles.go).
+	nodeProfiles []string
 	// nvmlRetry and nvmlRetryMax pace the wait for NVML (waitnvml.go).
 	nvmlRetry, nvmlRetryMax time.Duration
 	// referenceNamespace is NVIDIA's release's namespace, for the
@@ -107,6 +110,11 @@ func (o *options) complete() error {
 		o.stateDir = filepath.Join(o.kubeletDir, "plugins", o.driverName)
 	}
 	o.backend.NodeName = o.nodeName
+	profile, err := nodeProfile(o.nodeProfiles, o.nodeName, o.backend.SimulateProfile)
+	if err != nil {
+		return err
+	}
+	o.backend.SimulateProfile = profile
 	o.backend.StateDir = o.stateDir
 	o.mps.daemonDefaults = o.backend.SimulateProfile != "" && o.backend.SimulateNodeMode == backend.NodeModeDevices
 	switch e := resourceapi.DeviceTaintEffect(o.taintEffect); e {
@@ -143,6 +151,14 @@ func (o *options) publishOptions() resourceslices.Options {
 
 // envOr returns the environment variable's value, or def when it is unset
 // or empty.
+// splitEnv is a list flag's default from a comma-separated variable.
+func splitEnv(name string) []string {
+	if v := os.Getenv(name); v != "" {
+		return strings.Split(v, ",")
+	}
+	return nil
+}
+
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
