@@ -3,43 +3,31 @@
 
 // Package allocator is the one adapter over the kube-scheduler's structured
 // allocator (k8s.io/dynamic-resource-allocation/structured and cel), whose
-// Go API changes between Kubernetes minors: 1.38 takes its own slice type
-// (draapi.ResourceSlice), keys consumed capacity by draapi names and books
-// shares by device. The tests' scheduler (internal/schedtest) and the
-// operator's answers (pkg/clusterview: capacity, diagnose, the pending
-// explainer) go through it, so the next change of that API touches this
-// package only. It imports nothing of this module, so the admission webhook
-// and the kubectl plugin link it without NVML.
+// Go API changes between Kubernetes minors. The tests' scheduler
+// (internal/schedtest) and the operator's answers (pkg/clusterview:
+// capacity, diagnose, the pending explainer) go through it, so the next
+// change of that API touches this package only. It imports nothing of this
+// module, so the admission webhook and the kubectl plugin link it without
+// NVML.
+//
+// What differs by minor sits in one file per minor: k8s138.go for the
+// allocator go.mod links (1.38: its own slice type draapi.ResourceSlice,
+// consumed capacity keyed by draapi names, shares booked by device) and
+// k8s137.go, built with the k8s137 tag against the module file
+// hack/allocator/k8s137.sh derives from go.mod (1.37: API slices, shares
+// booked by share ID), so that allocator-level tests run on both
+// (make test-k8s137). This file is what the two have in common.
 package allocator
 
 import (
 	"context"
-	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
-	draapi "k8s.io/dynamic-resource-allocation/api"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
 )
-
-// Features are the DRA features on by default in the Kubernetes minor this
-// module links (Minor; kubernetes pkg/features/kube_features.go of
-// v1.38.0-beta.0): DRAAdminAccess, DRAConsumableCapacity,
-// DRADeviceBindingConditions, DRADeviceTaints, DRAFractionalCapacityRange,
-// DRAPartitionableDevices and DRAPrioritizedList; the alpha ones
-// (compatibility groups, derived and list-type attributes, optional node
-// operations) stay off, as on a production cluster.
-var Features = structured.Features{
-	AdminAccess:             true,
-	ConsumableCapacity:      true,
-	DeviceBindingAndStatus:  true,
-	DeviceTaints:            true,
-	FractionalCapacityRange: true,
-	PartitionableDevices:    true,
-	PrioritizedList:         true,
-}
 
 // Allocator is the scheduler's allocator for one set of slices and state.
 type Allocator = structured.Allocator
@@ -53,37 +41,13 @@ func NewCELCache(size int) *cel.Cache {
 	return cel.NewCache(size, cel.Features{EnableConsumableCapacity: true})
 }
 
-// Slices are ResourceSlices in the allocator's own form, converted once
-// (the conversion interns every name; repeated allocations reuse it).
-type Slices []*draapi.ResourceSlice
-
-// ConvertSlices converts API slices into the allocator's form.
-func ConvertSlices(in []*resourceapi.ResourceSlice) (Slices, error) {
-	out := make(Slices, 0, len(in))
-	for _, s := range in {
-		var c draapi.ResourceSlice
-		if err := draapi.Convert_v1_ResourceSlice_To_api_ResourceSlice(s, &c, nil); err != nil {
-			return nil, fmt.Errorf("ResourceSlice %s: %w", s.Name, err)
-		}
-		out = append(out, &c)
-	}
-	return out, nil
-}
-
-// New returns the allocator for slices with state's devices taken. The
-// allocator may keep what it derived from state: after booking more into
-// state, make a new one.
-func New(ctx context.Context, classes ClassLister, state *State, slices Slices, celCache *cel.Cache) (Allocator, error) {
-	return structured.NewAllocator(ctx, Features, state.s, classes, slices, celCache)
-}
-
 // State is what the scheduler books for allocated claims: devices taken
 // whole, shares of shareable devices and the capacity they consume.
 type State struct {
 	s structured.AllocatedState
-	// shares counts the shares held of each shared device: 1.38 books a
-	// shared device once however many shares it has, so Release needs
-	// the count to know when its last share is gone.
+	// shares counts the shares held of each shared device (1.38 books a
+	// shared device once however many shares it has: Release needs the
+	// count to know when its last share is gone; Has reads it on both).
 	shares map[structured.DeviceID]int
 }
 
@@ -91,7 +55,7 @@ type State struct {
 func NewState() *State {
 	return &State{s: structured.AllocatedState{
 		AllocatedDevices:         sets.New[structured.DeviceID](),
-		AllocatedSharedDeviceIDs: sets.New[structured.DeviceID](),
+		AllocatedSharedDeviceIDs: sets.New[sharedKey](),
 		AggregatedCapacity:       structured.NewConsumedCapacityCollection(),
 	}, shares: map[structured.DeviceID]int{}}
 }
@@ -106,7 +70,7 @@ func (s *State) Hold(a *resourceapi.AllocationResult, keep func(driver, pool str
 		}
 		id := structured.MakeDeviceID(d.Driver, d.Pool, d.Device)
 		if d.ShareID != nil {
-			s.s.AllocatedSharedDeviceIDs.Insert(id)
+			s.s.AllocatedSharedDeviceIDs.Insert(shareOf(id, d.ShareID))
 			s.shares[id]++
 			s.s.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, d.ConsumedCapacity))
 		} else {
@@ -125,9 +89,13 @@ func (s *State) Release(a *resourceapi.AllocationResult) {
 			continue
 		}
 		s.s.AggregatedCapacity.Remove(structured.NewDeviceConsumedCapacity(id, d.ConsumedCapacity))
-		if s.shares[id]--; s.shares[id] <= 0 {
+		s.shares[id]--
+		last := s.shares[id] <= 0
+		if last {
 			delete(s.shares, id)
-			s.s.AllocatedSharedDeviceIDs.Delete(id)
+		}
+		if last || !sharesByDevice {
+			s.s.AllocatedSharedDeviceIDs.Delete(shareOf(id, d.ShareID))
 		}
 	}
 }
@@ -135,6 +103,12 @@ func (s *State) Release(a *resourceapi.AllocationResult) {
 // Taken reports whether a device is taken whole.
 func (s *State) Taken(driver, pool, device string) bool {
 	return s.s.AllocatedDevices.Has(structured.MakeDeviceID(driver, pool, device))
+}
+
+// Has reports whether a device is allocated, whole or as a share.
+func (s *State) Has(driver, pool, device string) bool {
+	id := structured.MakeDeviceID(driver, pool, device)
+	return s.s.AllocatedDevices.Has(id) || s.shares[id] > 0
 }
 
 // Consumed is the capacity the shares of a device consume, by name.
@@ -145,32 +119,9 @@ func (s *State) Consumed(driver, pool, device string) map[string]resource.Quanti
 	}
 	out := make(map[string]resource.Quantity, len(used))
 	for n, q := range used {
-		out[n.String()] = *q // a value type: a plain copy is a deep one
+		out[capacityName(n)] = *q // a value type: a plain copy is a deep one
 	}
 	return out
-}
-
-// MatchDevice evaluates a compiled selector on one device of driver exactly
-// as the allocator does (the device converted as the allocator's slices
-// are).
-func MatchDevice(ctx context.Context, compiled cel.CompilationResult, driver string, dev *resourceapi.Device) (bool, error) {
-	var s draapi.ResourceSlice
-	in := &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{Driver: driver, Devices: []resourceapi.Device{*dev}}}
-	if err := draapi.Convert_v1_ResourceSlice_To_api_ResourceSlice(in, &s, nil); err != nil {
-		return false, err
-	}
-	d := &s.Spec.Devices[0]
-	ok, _, err := compiled.DeviceMatches(ctx, cel.Device{
-		Driver: driver, AllowMultipleAllocations: dev.AllowMultipleAllocations,
-		LookupUniqueString: s.LookupUniqueString, Attributes: d.Attributes, Capacity: d.Capacity,
-	})
-	return ok, err
-}
-
-// Has reports whether a device is allocated, whole or as a share.
-func (s *State) Has(driver, pool, device string) bool {
-	id := structured.MakeDeviceID(driver, pool, device)
-	return s.s.AllocatedDevices.Has(id) || s.s.AllocatedSharedDeviceIDs.Has(id)
 }
 
 // Without is a copy of the state with the devices drop names (by
@@ -182,10 +133,14 @@ func (s *State) Without(drop func(key string) bool) *State {
 			out.s.AllocatedDevices.Insert(id)
 		}
 	}
-	for id := range s.s.AllocatedSharedDeviceIDs {
+	for k := range s.s.AllocatedSharedDeviceIDs {
+		if !drop(deviceOf(k).String()) {
+			out.s.AllocatedSharedDeviceIDs.Insert(k)
+		}
+	}
+	for id, n := range s.shares {
 		if !drop(id.String()) {
-			out.s.AllocatedSharedDeviceIDs.Insert(id)
-			out.shares[id] = s.shares[id]
+			out.shares[id] = n
 		}
 	}
 	for id, used := range s.s.AggregatedCapacity {
@@ -194,4 +149,13 @@ func (s *State) Without(drop func(key string) bool) *State {
 		}
 	}
 	return out
+}
+
+// MatchDevice evaluates a compiled selector on one device of driver exactly
+// as the allocator does. It converts the device on each call where the
+// allocator needs its own form: selectors evaluated on many devices, or
+// more than once, go through Devices.
+func MatchDevice(ctx context.Context, compiled cel.CompilationResult, driver string, dev *resourceapi.Device) (bool, error) {
+	var none *Devices
+	return none.Match(ctx, compiled, driver, dev)
 }

@@ -13,10 +13,6 @@ import (
 // module is the allocator's module; its v0.N version is Kubernetes 1.N's.
 const module = "k8s.io/dynamic-resource-allocation"
 
-// linkedVersion is go.mod's version of module, for binaries built without
-// module information (TestLinkedVersionIsGoMods holds it to go.mod).
-const linkedVersion = "v0.38.0-beta.0"
-
 // ModuleVersion is the version of k8s.io/dynamic-resource-allocation this
 // binary links: the allocator every answer here simulates.
 func ModuleVersion() string {

@@ -10,28 +10,6 @@ import (
 	"testing"
 )
 
-// TestA100_80GBPacksAtLeast90Percent is the bar: pods arriving one
-// by one fit in full in at least 90% of the arrival orders of layouts that
-// fit an A100-80GB (two thirds in NVML's ascending order).
-func TestA100_80GBPacksAtLeast90Percent(t *testing.T) {
-	r, err := Run(t, "a100-80gb", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Percent() < 90 {
-		var b strings.Builder
-		r.Print(&b, 10)
-		t.Fatalf("only %.1f%% of arrival orders allocated in full, want >= 90%%:\n%s", r.Percent(), b.String())
-	}
-	// The example is one of the layouts, allocated in every order.
-	for _, l := range r.Layouts {
-		if l.String() == "3g.40gb + 2g.20gb + 2 x 1g.10gb" && l.Fitted != l.Orders {
-			t.Fatalf("%s: %d of %d arrival orders allocated in full", l, l.Fitted, l.Orders)
-		}
-	}
-	checkLayouts(t, r)
-}
-
 // TestPublishedOrderBeatsAscending runs the reduced set (layouts of up to
 // three devices) on every model: the published order never packs worse than
 // NVML's ascending order, and packs better where ascending loses orders.
@@ -55,16 +33,6 @@ func TestPublishedOrderBeatsAscending(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestLayoutsAreThoseThePlacementTableAllows: see checkLayouts. The
-// A100-80GB's layouts are checked by TestA100_80GBPacksAtLeast90Percent.
-func TestLayoutsAreThoseThePlacementTableAllows(t *testing.T) {
-	r, err := Run(t, "a30", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkLayouts(t, r)
 }
 
 // checkLayouts checks the layouts found with the allocator (single claims
