@@ -20,8 +20,6 @@
 package allocator
 
 import (
-	"context"
-
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -149,13 +147,4 @@ func (s *State) Without(drop func(key string) bool) *State {
 		}
 	}
 	return out
-}
-
-// MatchDevice evaluates a compiled selector on one device of driver exactly
-// as the allocator does. It converts the device on each call where the
-// allocator needs its own form: selectors evaluated on many devices, or
-// more than once, go through Devices.
-func MatchDevice(ctx context.Context, compiled cel.CompilationResult, driver string, dev *resourceapi.Device) (bool, error) {
-	var none *Devices
-	return none.Match(ctx, compiled, driver, dev)
 }

@@ -53,12 +53,13 @@ var matchSelectors = []string{
 	`device.attributes['gpu.nvidia.com'].profile == '1g.10gb'`, // absent on whole GPUs: an error
 }
 
-// TestDevicesMatchAsMatchDevice: converted once or per call, a selector
+// TestDevicesMatchAsConvertedAlone: converted once or per call, a selector
 // gives the same answer and the same error on every device.
-func TestDevicesMatchAsMatchDevice(t *testing.T) {
+func TestDevicesMatchAsConvertedAlone(t *testing.T) {
 	ctx := context.Background()
 	slices := slicesForMatch(32)
 	ds := NewDevices(slices)
+	var none *Devices // converts each device alone, for each call
 	cache := NewCELCache(10)
 	matched := 0
 	for _, expr := range matchSelectors {
@@ -68,10 +69,10 @@ func TestDevicesMatchAsMatchDevice(t *testing.T) {
 		}
 		for i := range slices[0].Spec.Devices {
 			dev := &slices[0].Spec.Devices[i]
-			want, wantErr := MatchDevice(ctx, compiled, "gpu.nvidia.com", dev)
+			want, wantErr := none.Match(ctx, compiled, "gpu.nvidia.com", dev)
 			got, err := ds.Match(ctx, compiled, "gpu.nvidia.com", dev)
 			if got != want || (err == nil) != (wantErr == nil) {
-				t.Fatalf("%s on %s: Devices.Match %v, %v; MatchDevice %v, %v", expr, dev.Name, got, err, want, wantErr)
+				t.Fatalf("%s on %s: converted once %v, %v; alone %v, %v", expr, dev.Name, got, err, want, wantErr)
 			}
 			// A copy is not one of ds's devices: converted alone, same answer.
 			cp := *dev
@@ -90,12 +91,14 @@ func TestDevicesMatchAsMatchDevice(t *testing.T) {
 
 // BenchmarkMatch is one selector evaluation, as pkg/clusterview's
 // diagnose and capacity paths make them for each device: perCall converts
-// the device each time (MatchDevice), converted reuses Devices.
+// the device each time (a nil Devices, what MatchDevice did), converted
+// reuses the slice's conversion.
 func BenchmarkMatch(b *testing.B) {
 	ctx := context.Background()
 	slices := slicesForMatch(216) // a dynamic-MIG 8 x H100 node publishes 216 devices
 	compiled := NewCELCache(10).GetOrCompile(matchSelectors[0])
 	devs := slices[0].Spec.Devices
+	var none *Devices
 	run := func(b *testing.B, match func(dev *resourceapi.Device) (bool, error)) {
 		b.ReportAllocs()
 		i := 0
@@ -107,7 +110,7 @@ func BenchmarkMatch(b *testing.B) {
 		}
 	}
 	b.Run("perCall", func(b *testing.B) {
-		run(b, func(dev *resourceapi.Device) (bool, error) { return MatchDevice(ctx, compiled, "gpu.nvidia.com", dev) })
+		run(b, func(dev *resourceapi.Device) (bool, error) { return none.Match(ctx, compiled, "gpu.nvidia.com", dev) })
 	})
 	b.Run("converted", func(b *testing.B) {
 		ds := NewDevices(slices)

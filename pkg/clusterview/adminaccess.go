@@ -38,7 +38,7 @@ func (r RequestReport) adminCountersOnly() bool {
 // by shared counters: waiting would only help once the GPUs run nothing,
 // the monitor class works now.
 func (c *cluster) adminCountersAdvice(r RequestReport) string {
-	msg := "Admin access may get devices that other claims hold, but the Kubernetes 1.37 allocator still checks and reserves their shared counters " +
+	msg := "Admin access may get devices that other claims hold, but the scheduler's allocator (Kubernetes 1.37 and 1.38) still checks and reserves their shared counters " +
 		"(kubernetes/kubernetes#140729, open), so this request stays Pending as long as these GPUs run workloads. "
 	class := c.monitorClass()
 	msg += fmt.Sprintf("Instead of DeviceClass %s, request DeviceClass %s with adminAccess: true: one counter-free monitor device per GPU, "+

@@ -94,10 +94,15 @@ func CapacityOf(ctx context.Context, s *Snapshot, claims []*resourceapi.Resource
 
 	probes := make([]*resourceapi.ResourceClaim, len(claims))
 	matchers := make([]func(string, *resourceapi.Device) bool, len(claims))
+	var counted []*resourceapi.ResourceSlice
+	for _, n := range nodes {
+		counted = append(counted, nodeSlices[n]...)
+	}
+	devs := allocator.NewDevices(counted)
 	for i, claim := range claims {
 		probes[i] = claim.DeepCopy()
 		probes[i].Status = resourceapi.ResourceClaimStatus{}
-		m, err := s.requestMatcher(probes[i])
+		m, err := s.requestMatcher(probes[i], devs)
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,8 @@ import (
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/operators"
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/gpu-dra-driver/gpu-dra-driver/internal/allocator"
 )
 
 // requestMatcher returns whether a device may match one of the claim's
@@ -27,7 +29,10 @@ import (
 // the values read, where every use of `device` in the expressions is a
 // plain read of the driver, allowMultipleAllocations, or one named
 // attribute or capacity (selectorReads).
-func (s *Snapshot) requestMatcher(claim *resourceapi.ResourceClaim) (func(driver string, d *resourceapi.Device) bool, error) {
+//
+// devs are the snapshot's devices in the selectors' form (converted once
+// for all the claims' matchers).
+func (s *Snapshot) requestMatcher(claim *resourceapi.ResourceClaim, devs *allocator.Devices) (func(driver string, d *resourceapi.Device) bool, error) {
 	type alternative struct {
 		sels  []selector
 		reads []ref
@@ -65,7 +70,7 @@ func (s *Snapshot) requestMatcher(claim *resourceapi.ResourceClaim) (func(driver
 	}
 	eval := func(a *alternative, dev *device) bool {
 		for _, sel := range a.sels {
-			m, err := sel.matches(dev)
+			m, err := sel.matches(devs, dev)
 			if err != nil {
 				return true
 			}

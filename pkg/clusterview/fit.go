@@ -20,7 +20,7 @@ import (
 // with only that device offered (and the allocated devices, whose shared
 // counters and consumed capacity it books), and a one-device request with
 // the request's capacity and admin access. What it answers is what the
-// scheduler would, counters, shared capacity and the 1.37 allocator's
+// scheduler would, counters, shared capacity and the allocator's
 // treatment of admin access (kubernetes/kubernetes#140729) included.
 // Device taints are left out of the question (every taint tolerated):
 // they are told apart from the device's data, so a tainted device that

@@ -71,6 +71,8 @@ type cluster struct {
 	byKey      map[string]*device
 	holders    map[string][]holder                     // device key -> claims holding it
 	poolSlices map[string][]*resourceapi.ResourceSlice // driver/pool -> its current slices, complete pools only
+	// devs are the devices' selector form, converted once per slice.
+	devs *allocator.Devices
 	// allocated is every allocation but the claim's under diagnosis,
 	// booked as the scheduler books them.
 	allocated *allocator.State
@@ -123,6 +125,11 @@ func published(s *Snapshot, exceptClaimUID string) *cluster {
 			}
 		}
 	}
+	var complete []*resourceapi.ResourceSlice
+	for _, k := range keys {
+		complete = append(complete, c.poolSlices[k]...)
+	}
+	c.devs = allocator.NewDevices(complete)
 	for i := range s.Claims {
 		cl := &s.Claims[i]
 		if cl.Status.Allocation == nil || string(cl.UID) == exceptClaimUID && exceptClaimUID != "" {

@@ -55,7 +55,7 @@ func (c *cluster) analyzeRequest(name string, req *resourceapi.ExactDeviceReques
 			return r
 		}
 		for _, d := range cur {
-			ok, err := s.matches(d)
+			ok, err := s.matches(c.devs, d)
 			if err != nil {
 				step.Error = fmt.Sprintf("device %s: %v", d.Dev.Name, err)
 				r.Error = fmt.Sprintf("%s selector %q: %s", s.Source, s.Expression, step.Error)
@@ -71,7 +71,7 @@ func (c *cluster) analyzeRequest(name string, req *resourceapi.ExactDeviceReques
 			for _, rf := range refs {
 				step.Offered[rf.String()] = valueCounts(cur, rf, 5)
 			}
-			miss := nearMiss(cur, sels[i+1:])
+			miss := c.nearMiss(cur, sels[i+1:])
 			step.NearMiss = &NearMiss{Device: miss.Pool + "/" + miss.Dev.Name, Values: map[string]string{}}
 			for _, rf := range refs {
 				step.NearMiss.Values[rf.String()] = miss.value(rf)
@@ -97,12 +97,12 @@ func (c *cluster) analyzeRequest(name string, req *resourceapi.ExactDeviceReques
 
 // nearMiss picks, among devices that all fail one selector, the one that
 // passes most of the selectors after it: the device closest to matching.
-func nearMiss(devs []*device, rest []selector) *device {
+func (c *cluster) nearMiss(devs []*device, rest []selector) *device {
 	best, bestScore := devs[0], -1
 	for _, d := range devs {
 		score := 0
 		for _, s := range rest {
-			if ok, err := s.matches(d); err == nil && ok {
+			if ok, err := s.matches(c.devs, d); err == nil && ok {
 				score++
 			}
 		}
@@ -128,9 +128,10 @@ const (
 // does not is out of capacity when shareable, allocated when another claim
 // holds it (and the request is not for admin access), otherwise blocked by
 // shared counters. Admin access may get a device that other claims hold,
-// but the Kubernetes 1.37 allocator still checks and reserves the device's
-// shared counters (kubernetes/kubernetes#140729): a device allocated
-// whole, or one whose GPU runs MIG devices, stays counter-blocked for it.
+// but the allocator (1.37's and 1.38's alike) still checks and reserves
+// the device's shared counters (kubernetes/kubernetes#140729): a device
+// allocated whole, or one whose GPU runs MIG devices, stays
+// counter-blocked for it.
 func (c *cluster) state(d *device, req *resourceapi.ExactDeviceRequest) string {
 	if !c.fits(d, req) {
 		switch {

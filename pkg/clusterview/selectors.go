@@ -17,7 +17,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 )
 
-// The CEL environment of kube-scheduler 1.37 (consumable capacity on).
+// The CEL environment of the kube-scheduler whose allocator this binary
+// links (internal/allocator: consumable capacity on).
 var celCache = allocator.NewCELCache(200)
 
 // selector is one CEL expression with where it comes from.
@@ -39,13 +40,15 @@ func compileSelectors(source string, sels []resourceapi.DeviceSelector) []select
 }
 
 // matches evaluates the selector on one device exactly as the allocator
-// does. An expression that does not compile or fails at run time is an
-// error, which the scheduler also reports instead of skipping the device.
-func (s selector) matches(d *device) (bool, error) {
+// does, on devs' conversion of it (converted once per snapshot's slice,
+// not at each evaluation). An expression that does not compile or fails
+// at run time is an error, which the scheduler also reports instead of
+// skipping the device.
+func (s selector) matches(devs *allocator.Devices, d *device) (bool, error) {
 	if s.compiled.Error != nil {
 		return false, fmt.Errorf("%s", s.compiled.Error.Detail)
 	}
-	return allocator.MatchDevice(context.Background(), s.compiled, d.Driver, d.Dev)
+	return devs.Match(context.Background(), s.compiled, d.Driver, d.Dev)
 }
 
 // ref is an attribute or capacity an expression reads.

@@ -18,8 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The 1.37 allocator accounts shared counters from the devices it finds in
-// the current ResourceSlices (kubernetes/kubernetes#140802): an allocated
+// The allocator (1.37's and 1.38's alike) accounts shared counters from the
+// devices it finds in the current ResourceSlices
+// (kubernetes/kubernetes#140802): an allocated
 // device that a republished pool no longer lists, lists twice, or lists
 // with other consumesCounters, or a counter set whose capacity changed,
 // lets the scheduler over-commit that GPU. The helpers below read the pool

@@ -12,10 +12,12 @@ import (
 )
 
 // The scheduler pays for every counter a device consumes, on every node it
-// filters, for every pod: the 1.37 allocator converts and validates each
+// filters, for every pod: the 1.37 allocator converted and validated each
 // consumption of each device of a node in each Filter call (`make
-// bench-scale` profiles it at over a fifth of the scheduler's CPU with
-// dynamic MIG). So a counter that can never run out is not published.
+// bench-scale` profiled it at over a fifth of the scheduler's CPU with
+// dynamic MIG); 1.38's converts slices once but still books the counters
+// of a pool's allocated devices and checks those of each device it tries.
+// So a counter that can never run out is not published.
 //
 // The compute-slices and memory counters are guards: the memory slices
 // already keep overlapping placements apart, and on the GPUs known today

@@ -16,8 +16,8 @@ import (
 //
 // Every physical GPU is also published as a monitor device: the GPU for
 // admin-access requests (monitoring agents such as DCGM), which consumes no
-// shared counters. The Kubernetes 1.37 allocator checks and reserves a
-// partitionable device's counters even for admin-access requests
+// shared counters. The allocator (Kubernetes 1.37's and 1.38's) checks and
+// reserves a partitionable device's counters even for admin-access requests
 // (kubernetes/kubernetes#140729), so an admin-access request for the whole
 // GPU device of a GPU that runs a MIG device or a whole-GPU workload never
 // fits; the monitor device always does. The chart's DeviceClasses

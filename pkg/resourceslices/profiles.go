@@ -10,8 +10,9 @@ import (
 )
 
 // The scheduler pays, on every node it filters and for every pod, for each
-// device the node publishes (the 1.37 allocator converts and validates all
-// of them in each Filter call), and dynamic MIG publishes 25 placements
+// device the node publishes (the 1.37 allocator converted and validated all
+// of them in each Filter call; 1.38's converts them once per slice change
+// and still walks them in each call), and dynamic MIG publishes 25 placements
 // per H100 besides the GPU itself. Options.MigProfiles lets a fleet that
 // uses a few profiles publish only those; docs/performance.md has what it
 // saves.
