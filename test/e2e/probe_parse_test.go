@@ -86,8 +86,14 @@ func hostLib(root, rel string) (size, hash string, err error) {
 // checkLibs: both libraries resolve through the container's ld cache to
 // the driver root's R535 files, byte for byte.
 func checkLibs(p probeOut, root string) []string {
+	return checkLibsOf(p, root, r535Driver)
+}
+
+// checkLibsOf: both libraries resolve through the container's ld cache to
+// the driver root's files of that driver version, byte for byte.
+func checkLibsOf(p probeOut, root, version string) []string {
 	var bad []string
-	for soname, file := range map[string]string{"libcuda.so.1": "libcuda.so.535.261.03", "libnvidia-ml.so.1": "libnvidia-ml.so.535.261.03"} {
+	for soname, file := range map[string]string{"libcuda.so.1": "libcuda.so." + version, "libnvidia-ml.so.1": "libnvidia-ml.so." + version} {
 		l := p.libs[soname]
 		if l.err != "" || l.loaded == "" {
 			bad = append(bad, fmt.Sprintf("%s not loaded: %s", soname, l.err))

@@ -332,6 +332,14 @@ func checkMPSDaemons(t *testing.T) {
 // clientPID is the host PID of the pod's cudaprobe.
 func clientPID(t *testing.T, p *corev1.Pod) int {
 	t.Helper()
+	return probePIDs(t, p)[0]
+}
+
+// probePIDs are the host PIDs of the pod's cudaprobe processes, one per
+// container.
+func probePIDs(t *testing.T, p *corev1.Pod) []int {
+	t.Helper()
+	var out []int
 	cgroups, _ := filepath.Glob("/proc/[0-9]*/cgroup")
 	for _, c := range cgroups {
 		data, err := os.ReadFile(c)
@@ -341,9 +349,11 @@ func clientPID(t *testing.T, p *corev1.Pod) int {
 		dir := filepath.Dir(c)
 		if cmd, _ := os.ReadFile(filepath.Join(dir, "cmdline")); strings.HasPrefix(string(cmd), "/bin/cudaprobe") {
 			pid, _ := strconv.Atoi(filepath.Base(dir))
-			return pid
+			out = append(out, pid)
 		}
 	}
-	t.Fatalf("no cudaprobe process of pod %s on the host", p.Name)
-	return 0
+	if len(out) != len(p.Spec.Containers) {
+		t.Fatalf("pod %s: %d cudaprobe processes on the host, want one per container (%d)", p.Name, len(out), len(p.Spec.Containers))
+	}
+	return out
 }
