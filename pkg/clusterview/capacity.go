@@ -98,7 +98,8 @@ func CapacityOf(ctx context.Context, s *Snapshot, claims []*resourceapi.Resource
 	for _, n := range nodes {
 		counted = append(counted, nodeSlices[n]...)
 	}
-	devs := allocator.NewDevices(counted)
+	// Built on the first selector whose result is not kept (requestMatcher).
+	devs := sync.OnceValue(func() *allocator.Devices { return allocator.NewDevices(counted) })
 	for i, claim := range claims {
 		probes[i] = claim.DeepCopy()
 		probes[i].Status = resourceapi.ResourceClaimStatus{}

@@ -30,9 +30,11 @@ import (
 // plain read of the driver, allowMultipleAllocations, or one named
 // attribute or capacity (selectorReads).
 //
-// devs are the snapshot's devices in the selectors' form (converted once
-// for all the claims' matchers).
-func (s *Snapshot) requestMatcher(claim *resourceapi.ResourceClaim, devs *allocator.Devices) (func(driver string, d *resourceapi.Device) bool, error) {
+// devs gives the snapshot's devices in the selectors' form, converted once
+// per slice, for the selectors evaluated on every device (those whose
+// result is not kept); a kept result is worked out once per combination,
+// where converting the device alone costs less than its whole slice.
+func (s *Snapshot) requestMatcher(claim *resourceapi.ResourceClaim, devs func() *allocator.Devices) (func(driver string, d *resourceapi.Device) bool, error) {
 	type alternative struct {
 		sels  []selector
 		reads []ref
@@ -68,7 +70,7 @@ func (s *Snapshot) requestMatcher(claim *resourceapi.ResourceClaim, devs *alloca
 			}
 		}
 	}
-	eval := func(a *alternative, dev *device) bool {
+	eval := func(a *alternative, dev *device, devs *allocator.Devices) bool {
 		for _, sel := range a.sels {
 			m, err := sel.matches(devs, dev)
 			if err != nil {
@@ -96,11 +98,11 @@ func (s *Snapshot) requestMatcher(claim *resourceapi.ResourceClaim, devs *alloca
 			}
 			var m bool
 			if !cacheable {
-				m = eval(a, dev)
+				m = eval(a, dev, devs())
 			} else if v, ok := a.memo.Load(key); ok {
 				m = v.(bool)
 			} else {
-				m = eval(a, dev)
+				m = eval(a, dev, nil)
 				a.memo.Store(key, m)
 			}
 			if m {

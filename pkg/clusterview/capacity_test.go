@@ -95,6 +95,19 @@ func TestCapacity(t *testing.T) {
 		t.Errorf("limit 5: %+v, want mig-a stopped at 5 and marked, whole not", caps)
 	}
 
+	// A selector that reads more of the device than named attributes
+	// (size of the whole map) is evaluated on every device, on the
+	// slices' conversion, and counts the same.
+	whole := schedtest.Claim("probe", schedtest.Request("r", "mig.nvidia.com", 1,
+		"device.attributes['gpu.nvidia.com'].profile == '1g.10gb' && size(device.attributes) > 0"))
+	caps, err = clusterview.Capacity(context.Background(), s, whole, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(caps); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("1g.10gb capacity, selector read whole: %v, want %v", got, want)
+	}
+
 	bad := schedtest.Claim("probe", schedtest.Request("r", "mig.nvidia.com", 1, "device.attributes['gpu.nvidia.com'].profile.nope()"))
 	if _, err := clusterview.Capacity(context.Background(), s, bad, 10); err == nil {
 		t.Error("a selector that does not compile gave no error")
