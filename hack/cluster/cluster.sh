@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A real single-node Kubernetes cluster on this host, from the binaries that
-# build.sh cached: etcd, kube-apiserver, kube-scheduler,
-# kube-controller-manager, containerd (CDI on) and kubelet.
+# A real Kubernetes cluster on this host, from the binaries that build.sh
+# cached: etcd, kube-apiserver, kube-scheduler, kube-controller-manager,
+# containerd (CDI on) and kubelet; NODES=2 (or more) adds GPU nodes with
+# their own containerd and kubelet (nodes.sh).
 #   cluster.sh up      start (a no-op when already running)
 #   cluster.sh down    stop everything it started and clean the host paths
 #   cluster.sh status  say what runs
@@ -11,6 +12,8 @@
 # (webhooks are called at their Service's endpoints).
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/nodes.sh"
+case $NODES in [1-9]) ;; *) die "NODES=$NODES: the local cluster's node count, 1 to 9" ;; esac
 # The daemons started here outlive this script: they must not inherit the
 # cluster lock (fd 9) that demo/e2e/chaos hold, or it would never be released.
 exec 9>&-
@@ -39,8 +42,11 @@ fi
 # runs another version, other gates or other API versions, so a script
 # never runs its tests on a cluster started for another one (e2e-oldest's
 # 1.36, or the old APIs on).
-WANT="k8s=v$K8S_VERSION gates=$DRA_GATES runtime-config=$RUNTIME_CONFIG"
+# nodes: NODES, so that `NODES=2 cluster.sh up` adds a node and a later
+# plain `up` takes it away again.
+WANT="k8s=v$K8S_VERSION gates=$DRA_GATES runtime-config=$RUNTIME_CONFIG nodes=$NODES"
 COMPONENTS="etcd kube-apiserver kube-scheduler kube-controller-manager containerd kubelet"
+for i in $(seq 2 "$NODES"); do COMPONENTS="$COMPONENTS $(node_name "$i")-containerd $(node_name "$i")-kubelet"; done
 
 running() { local p; p=$(cat "$PIDS/$1" 2>/dev/null) && kill -0 "$p" 2>/dev/null; }
 start_bg() { local n=$1; shift; setsid "$@" >"$LOGS/$n.log" 2>&1 </dev/null & echo $! >"$PIDS/$n"; }
@@ -169,13 +175,15 @@ KUBELET
 up() {
   for c in etcd kube-apiserver kubelet; do [ -x "$(command -v $c)" ] || die "$c is not built; run hack/cluster/build.sh"; done
   if running kubelet && kubectl get --raw /readyz >/dev/null 2>&1; then
-    local have; have=$(cat "$CLUSTER/started-with" 2>/dev/null)
+    local have i; have=$(cat "$CLUSTER/started-with" 2>/dev/null)
+    # An extra node whose kubelet died makes it another cluster.
+    for i in $(seq 2 "$NODES"); do running "$(node_name "$i")-kubelet" || have="$have (node $(node_name "$i") down)"; done
     if [ "$have" = "$WANT" ]; then
       say "cluster already running ($WANT); kubeconfig: $KUBECONFIG_PATH"; return 0
     fi
     say "cluster runs with ${have:-unrecorded settings}; restarting it with $WANT"
   fi
-  if running kubelet || running kube-apiserver || [ -d "$CLUSTER/etcd-data" ] || [ -d "$KUBELET_DIR" ]; then
+  if running kubelet || running kube-apiserver || [ -d "$CLUSTER/etcd-data" ] || [ -d "$KUBELET_DIR" ] || [ -n "$(extra_nodes)" ]; then
     # Left over from a cluster that was not taken down (a killed session,
     # a reboot): clean it so this start is a fresh one.
     say "cleaning up after a cluster that was not taken down"
@@ -238,6 +246,7 @@ YAML
     --kubeconfig="$PKI/kubelet.kubeconfig" --root-dir="$KUBELET_DIR"
   wait_for "node $NODE Ready" 120 sh -c "kubectl get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -q True" || fail kubelet
   wait_for "ServiceAccount default" 60 kubectl get sa default || fail kube-controller-manager
+  for i in $(seq 2 "$NODES"); do node_up "$i"; done
   echo "$WANT" > "$CLUSTER/started-with"
   say "cluster up in $(since "$t0")s ($WANT); kubeconfig: $KUBECONFIG_PATH"
 }
@@ -257,6 +266,7 @@ down() {
     kubectl delete ds,deploy --all -A --wait=false >/dev/null 2>&1
     for _ in $(seq 1 20); do [ -z "$(kubectl get pods -A -o name 2>/dev/null)" ] && break; sleep 0.5; done
   fi
+  for i in $(extra_nodes); do node_down "$i"; done
   stop kubelet
   if running containerd; then
     local t

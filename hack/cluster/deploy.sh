@@ -9,6 +9,9 @@
 # nvidia-cdi-hook installed under the kubelet directory, and the cudaprobe
 # workload image imported (docs/simulator.md, "Node modes").
 # Usage: deploy.sh [PROFILE]   (default h100x8)
+# On a cluster with extra nodes (NODES=2, nodes.sh) each of them simulates
+# EXTRA_NODE_PROFILE (default a100-80gbx4) through simulate.nodeProfiles,
+# gets the driver image too, and publishes its own pool.
 # CHART=<dir> IMAGE_TAG=<tag> deploy.sh installs another chart with an image
 # already in containerd instead (the upgrade e2e installs an earlier
 # release's chart and image that way).
@@ -17,9 +20,13 @@
 # shared (hack/nvidia-e2e.sh: docs/examples/consumable-shares.yaml).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/nodes.sh"
 export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 PROFILE=${1:-h100x8}
+EXTRA_NODE_PROFILE=${EXTRA_NODE_PROFILE:-a100-80gbx4}
+# The extra nodes that run, whatever NODES says here.
+extra=$(extra_nodes)
 NAMESPACE=${NAMESPACE:-gpu-dra-driver}
 RELEASE=${RELEASE:-gpu-dra-driver}
 
@@ -34,6 +41,16 @@ else
   tarball=$("$(dirname "$0")/images.sh" driver "$REPO" "$tag" | tail -1)
   ctr -n k8s.io images import --platform linux/amd64 "$tarball" >/dev/null
   say "driver image localhost/gpu-dra-driver:$tag built and imported in $(since "$s")s"
+fi
+if [ -n "$extra" ]; then
+  # The extra nodes get node 1's copy: the image the caller imported there
+  # (IMAGE_TAG: the upgrade and rollback e2e), or the one just built, whose
+  # tarball another checkout's build may be rewriting by now.
+  s=$(now)
+  ctr -n k8s.io images export --platform linux/amd64 "$CLUSTER/image.tar" "localhost/gpu-dra-driver:$tag"
+  for i in $extra; do node_ctr "$i" images import --platform linux/amd64 "$CLUSTER/image.tar" >/dev/null; done
+  rm -f "$CLUSTER/image.tar"
+  say "driver image imported into $(for i in $extra; do node_name "$i"; done | xargs) in $(since "$s")s"
 fi
 
 mode_args=()
@@ -62,7 +79,13 @@ mps_args=()
 sharing_args=(--set sharing.fractionalMemory=true --set "sharing.fractionalMemoryGPUs={${FRACTIONAL_GPUS:-7}}")
 [ -z "${VALUES:-}" ] || sharing_args=(-f "$VALUES")
 # helm show values reads a chart directory and a release's .tgz alike.
-grep -q shareAcrossNamespaces <<<"$(helm show values "$CHART" 2>/dev/null)" && mps_args=(--set sharing.mps.shareAcrossNamespaces=true)
+values=$(helm show values "$CHART" 2>/dev/null)
+grep -q shareAcrossNamespaces <<<"$values" && mps_args=(--set sharing.mps.shareAcrossNamespaces=true)
+# The extra nodes' model; an earlier release's chart, which has no
+# simulate.nodeProfiles, simulates PROFILE on every node.
+if grep -q nodeProfiles <<<"$values"; then
+  for i in $extra; do mps_args+=(--set "simulate.nodeProfiles.$(node_name "$i")=$EXTRA_NODE_PROFILE"); done
+fi
 # Pod Security: the cluster enforces baseline where a namespace says nothing
 # (cluster.sh); the plugin's pods need privileged, as docs/install.md says.
 kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
@@ -79,8 +102,10 @@ helm upgrade --install "$RELEASE" "$CHART" "${mode_args[@]}" "${mps_args[@]}" "$
   --set webhook.hostNetwork=true --set webhook.replicas=1 \
   --set webhook.apiServer.host=127.0.0.1 --set-string webhook.apiServer.port=6443 >/dev/null
 say "chart $CHART installed in $(since "$s")s (release $RELEASE, namespace $NAMESPACE, image tag $tag, profile $PROFILE, node mode ${NODE_MODE:-files}${VALUES:+, values $VALUES})"
-for _ in $(seq 1 100); do
-  n=$(kubectl get resourceslices --field-selector "spec.nodeName=$NODE,spec.driver=gpu.nvidia.com" -o name 2>/dev/null | wc -l)
-  [ "$n" -gt 0 ] && break; sleep 0.2
+for node in "$NODE" $(for i in $extra; do node_name "$i"; done); do
+  for _ in $(seq 1 100); do
+    n=$(kubectl get resourceslices --field-selector "spec.nodeName=$node,spec.driver=gpu.nvidia.com" -o name 2>/dev/null | wc -l)
+    [ "$n" -gt 0 ] && break; sleep 0.2
+  done
+  say "ResourceSlices of $node: $(kubectl get resourceslices --field-selector spec.nodeName="$node" -o name | wc -l)"
 done
-say "ResourceSlices of $NODE: $(kubectl get resourceslices --field-selector spec.nodeName="$NODE" -o name | wc -l)"

@@ -33,6 +33,16 @@ CTRD_SOCK=$CLUSTER/run/containerd/containerd.sock
 # under the kubelet root, so it sits on a short host path.
 KUBELET_DIR=${GPU_DRA_KUBELET_DIR:-/var/lib/gdra-kubelet}
 NODE=$(hostname)
+# NODES=2 (or more) adds GPU nodes gdra-node2, ... to the local cluster,
+# each with its own kubelet and containerd on this host (nodes.sh); deploy.sh
+# simulates EXTRA_NODE_PROFILE on them. The default stays one node until
+# the whole e2e suite has passed on two. (hack/bench-scale.sh's NODES, node
+# counts of its own simulated control plane, never reaches cluster.sh.)
+NODES=${NODES:-1}
+node_name() { echo "gdra-node$1"; }
+node_ip() { echo "10.89.0.$1"; }
+node_dir() { echo "$CLUSTER/nodes/gdra-node$1"; }
+node_ctrd_sock() { echo "$(node_dir "$1")/containerd.sock"; }
 
 export PATH=$BIN_K8S:$BIN_ETCD:$BIN_CTRD:$BIN_HELM:/usr/local/go/bin:$PATH
 
