@@ -247,11 +247,13 @@ func testPluginRestart(t *testing.T) {
 	})
 }
 
-// completePool waits until every slice the driver's pool announces is there.
+// completePool waits until every slice of node 1's pool (this host's,
+// whose GPUs the tests count) is there and returns them.
 func completePool(t *testing.T) []resourceapi.ResourceSlice {
 	var slices []resourceapi.ResourceSlice
+	node, _ := os.Hostname()
 	waitFor(t, "all slices of the pool", 30*time.Second, func() (bool, string) {
-		list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName})
+		list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName + ",spec.nodeName=" + node})
 		if err != nil || len(list.Items) == 0 {
 			return false, "none"
 		}

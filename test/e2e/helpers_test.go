@@ -198,16 +198,27 @@ func checkpointRecords() []string {
 // holds the webhook's and the MPS daemons'.
 const pluginLabel = "app.kubernetes.io/name=gpu-dra-driver"
 
+// pluginPodList lists the plugin pods of node 1 (this host's name,
+// hack/cluster's $NODE), whose host paths the tests read, and those not
+// bound to a node yet. On a cluster with more nodes (NODES=2) the others'
+// plugin pods are not node 1's: multinode_test.go looks them up by node.
 func pluginPodList(t *testing.T) []corev1.Pod {
 	t.Helper()
 	pods, err := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: pluginLabel})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pods.Items
+	node, _ := os.Hostname()
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == node || p.Spec.NodeName == "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
-// waitPluginReady waits for the one plugin pod of this single-node cluster
+// waitPluginReady waits for the one plugin pod of node 1
 // to be one that want accepts, not terminating, and Ready. Ready means its
 // health monitor watches NVML events (/readyz): a fault injected earlier
 // would be a fault from before the start, which NVML reports without its
