@@ -128,7 +128,7 @@ bench-packing: ## MIG packing: arrival orders of every MIG layout allocated pod 
 # run claims through internal/schedtest or pkg/clusterview) on 1.37's allocator,
 # the same tests make test runs on 1.38's. About 2 min on 2 shared cores, warm.
 ALLOCATOR_TEST_PKGS ?= ./internal/allocator/ ./internal/migpacking/ ./internal/schedtest/ ./pkg/resourceslices/ ./pkg/clusterview/ \
-	./pkg/fleetview/ ./pkg/pendingexplainer/ ./pkg/diagnose/
+	./pkg/fleetview/ ./pkg/pendingexplainer/ ./pkg/diagnose/ ./test/scale/
 test-k8s137: ## The allocator-level tests (MIG packing floors, schedtest and clusterview users) on Kubernetes 1.37's allocator (module proxy only)
 	$(MAKE) --no-print-directory K8S_ALLOCATOR=1.37 allocator-tests
 
