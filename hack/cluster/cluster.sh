@@ -15,8 +15,15 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/nodes.sh"
 case $NODES in [1-9]) ;; *) die "NODES=$NODES: the local cluster's node count, 1 to 9" ;; esac
 # The daemons started here outlive this script: they must not inherit the
-# cluster lock (fd 9) that demo/e2e/chaos hold, or it would never be released.
-exec 9>&-
+# cluster lock that demo/e2e/chaos hold, or it would never be released. That
+# is fd 9 for lock_cluster, but any descriptor for `flock LOCKFILE cmd`
+# (flock(1) opens the file on a free one): close every one open on it.
+lock_file=$(readlink -f "${TMPDIR:-/tmp}/gdra-cluster.lock" 2>/dev/null)
+for fd in /proc/$$/fd/*; do
+  fd=${fd##*/}
+  [ "$fd" -gt 2 ] && [ -n "$lock_file" ] && [ "$(readlink "/proc/$$/fd/$fd" 2>/dev/null)" = "$lock_file" ] && eval "exec $fd>&-"
+done
+unset lock_file fd
 export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK
 # Feature gates: Kubernetes' own defaults (DRA_GATES empty), as a production
 # cluster of 1.38 runs: every DRA feature this driver uses is GA or beta and
