@@ -199,8 +199,8 @@ func checkpointRecords() []string {
 const pluginLabel = "app.kubernetes.io/name=gpu-dra-driver"
 
 // pluginPodList lists the plugin pods of node 1 (this host's name,
-// hack/cluster's $NODE), whose host paths the tests read, and those not
-// bound to a node yet. On a cluster with more nodes (NODES=2) the others'
+// hack/cluster's $NODE), whose host paths the tests read, bound there or
+// not bound yet. On a cluster with more nodes (NODES=2) the others'
 // plugin pods are not node 1's: multinode_test.go looks them up by node.
 func pluginPodList(t *testing.T) []corev1.Pod {
 	t.Helper()
@@ -211,11 +211,32 @@ func pluginPodList(t *testing.T) []corev1.Pod {
 	node, _ := os.Hostname()
 	var out []corev1.Pod
 	for _, p := range pods.Items {
-		if p.Spec.NodeName == node || p.Spec.NodeName == "" {
+		n := p.Spec.NodeName
+		if n == "" {
+			n = dsTarget(p)
+		}
+		if n == node || n == "" {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// dsTarget is the node a DaemonSet pod not yet bound is for: the
+// DaemonSet controller pins each pod to its node with a required
+// metadata.name node affinity. Empty when the pod has none.
+func dsTarget(p corev1.Pod) string {
+	if p.Spec.Affinity == nil || p.Spec.Affinity.NodeAffinity == nil || p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	for _, term := range p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, f := range term.MatchFields {
+			if f.Key == "metadata.name" && len(f.Values) == 1 {
+				return f.Values[0]
+			}
+		}
+	}
+	return ""
 }
 
 // waitPluginReady waits for the one plugin pod of node 1
@@ -226,14 +247,11 @@ func pluginPodList(t *testing.T) []corev1.Pod {
 func waitPluginReady(t *testing.T, what string, want func(corev1.Pod) bool) {
 	t.Helper()
 	waitFor(t, what, 180*time.Second, func() (bool, string) {
-		pods, err := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: pluginLabel})
-		if err != nil {
-			return false, err.Error()
+		pods := pluginPodList(t)
+		if len(pods) != 1 {
+			return false, fmt.Sprintf("%d plugin pods", len(pods))
 		}
-		if len(pods.Items) != 1 {
-			return false, fmt.Sprintf("%d plugin pods", len(pods.Items))
-		}
-		p := pods.Items[0]
+		p := pods[0]
 		if p.DeletionTimestamp != nil || !want(p) {
 			return false, "old plugin pod " + p.Name
 		}
