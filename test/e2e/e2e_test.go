@@ -251,9 +251,8 @@ func testPluginRestart(t *testing.T) {
 // whose GPUs the tests count) is there and returns them.
 func completePool(t *testing.T) []resourceapi.ResourceSlice {
 	var slices []resourceapi.ResourceSlice
-	node, _ := os.Hostname()
 	waitFor(t, "all slices of the pool", 30*time.Second, func() (bool, string) {
-		list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName + ",spec.nodeName=" + node})
+		list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: node1Slices()})
 		if err != nil || len(list.Items) == 0 {
 			return false, "none"
 		}
@@ -268,7 +267,7 @@ func completePool(t *testing.T) []resourceapi.ResourceSlice {
 func checkSeededSlicesAdopted(t *testing.T) {
 	slices := completePool(t)
 	time.Sleep(3 * time.Second)
-	list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName})
+	list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: node1Slices()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func gpuUUID(t *testing.T, device string) string {
 
 func sliceDevice(t *testing.T, device string) (resourceapi.Device, bool) {
 	t.Helper()
-	list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName})
+	list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: node1Slices()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestHealthTaintLatency(t *testing.T) {
 	waitPluginReady(t, "a Ready plugin", func(corev1.Pod) bool { return true })
 	var took []time.Duration
 	for range 5 {
-		w, err := client.ResourceV1().ResourceSlices().Watch(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName})
+		w, err := client.ResourceV1().ResourceSlices().Watch(context.Background(), metav1.ListOptions{FieldSelector: node1Slices()})
 		if err != nil {
 			t.Fatal(err)
 		}

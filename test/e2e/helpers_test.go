@@ -182,6 +182,14 @@ func events(t *testing.T, kind, name string) string {
 	return b.String()
 }
 
+// node1Slices selects this driver's ResourceSlices of node 1 (this host's
+// name, hack/cluster's $NODE), the node whose GPUs the tests count; a
+// cluster with NODES=2 has another node's pool too.
+func node1Slices() string {
+	node, _ := os.Hostname()
+	return "spec.driver=" + driverName + ",spec.nodeName=" + node
+}
+
 func stateDir() string { return filepath.Join(kubeletDir, "plugins", driverName) }
 
 func cdiSpecs() []string {

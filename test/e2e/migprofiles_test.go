@@ -51,7 +51,7 @@ func expectDevices(migGPUs int, listed ...string) map[string]int {
 // pool's slices are being replaced.
 func publishedDevices(t *testing.T) (counts map[string]int, parents map[string][]int64, complete bool) {
 	t.Helper()
-	list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName})
+	list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: node1Slices()})
 	if err != nil {
 		t.Fatal(err)
 	}
