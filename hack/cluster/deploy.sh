@@ -83,8 +83,9 @@ values=$(helm show values "$CHART" 2>/dev/null)
 grep -q shareAcrossNamespaces <<<"$values" && mps_args=(--set sharing.mps.shareAcrossNamespaces=true)
 # The extra nodes' model; an earlier release's chart, which has no
 # simulate.nodeProfiles, simulates PROFILE on every node.
+node_args=()
 if grep -q nodeProfiles <<<"$values"; then
-  for i in $extra; do mps_args+=(--set "simulate.nodeProfiles.$(node_name "$i")=$EXTRA_NODE_PROFILE"); done
+  for i in $extra; do node_args+=(--set "simulate.nodeProfiles.$(node_name "$i")=$EXTRA_NODE_PROFILE"); done
 fi
 # Pod Security: the cluster enforces baseline where a namespace says nothing
 # (cluster.sh); the plugin's pods need privileged, as docs/install.md says.
@@ -92,7 +93,7 @@ kubectl create namespace "$NAMESPACE" --dry-run=client -o yaml | kubectl apply -
 kubectl label namespace "$NAMESPACE" --overwrite pod-security.kubernetes.io/enforce=privileged \
   pod-security.kubernetes.io/warn=privileged pod-security.kubernetes.io/audit=privileged >/dev/null
 s=$(now)
-helm upgrade --install "$RELEASE" "$CHART" "${mode_args[@]}" "${mps_args[@]}" "${sharing_args[@]}" \
+helm upgrade --install "$RELEASE" "$CHART" "${mode_args[@]}" "${mps_args[@]}" "${sharing_args[@]}" "${node_args[@]}" \
   --namespace "$NAMESPACE" --create-namespace ${HELM_WAIT---wait} --timeout 120s \
   --set image.tag="$tag" --set image.pullPolicy=Never \
   --set simulate.profile="$PROFILE" \

@@ -149,8 +149,6 @@ func (o *options) publishOptions() resourceslices.Options {
 		NoMonitorDevices: !o.monitorDevices, MigProfiles: o.migProfiles, Passthrough: o.passthrough}
 }
 
-// envOr returns the environment variable's value, or def when it is unset
-// or empty.
 // splitEnv is a list flag's default from a comma-separated variable.
 func splitEnv(name string) []string {
 	if v := os.Getenv(name); v != "" {
@@ -159,6 +157,8 @@ func splitEnv(name string) []string {
 	return nil
 }
 
+// envOr returns the environment variable's value, or def when it is unset
+// or empty.
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
