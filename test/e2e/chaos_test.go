@@ -346,7 +346,7 @@ spec:
 func (c *chaosRun) pluginProcess() (pid int, container, state string) {
 	// This host's pod only: the DaemonSet also makes pods for any other
 	// node that registers, and they never run here.
-	node, _ := os.Hostname()
+	node := hostNode()
 	pods, err := client.CoreV1().Pods(driverNS).List(c.ctx, metav1.ListOptions{LabelSelector: pluginLabel, FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		return 0, "", err.Error()

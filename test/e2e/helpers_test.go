@@ -182,13 +182,22 @@ func events(t *testing.T, kind, name string) string {
 	return b.String()
 }
 
-// node1Slices selects this driver's ResourceSlices of node 1 (this host's
-// name, hack/cluster's $NODE), the node whose GPUs the tests count; a
-// cluster with NODES=2 has another node's pool too.
-func node1Slices() string {
+// hostNode is node 1's name: this host's, hack/cluster's $NODE, the node
+// whose host paths and GPUs the tests read; a cluster with NODES=2 has
+// another node too.
+func hostNode() string {
 	node, _ := os.Hostname()
+	return node
+}
+
+// nodeSlices selects this driver's ResourceSlices of node.
+func nodeSlices(node string) string {
 	return "spec.driver=" + driverName + ",spec.nodeName=" + node
 }
+
+// node1Slices selects this driver's ResourceSlices of node 1, the node
+// whose GPUs the tests count.
+func node1Slices() string { return nodeSlices(hostNode()) }
 
 func stateDir() string { return filepath.Join(kubeletDir, "plugins", driverName) }
 
@@ -216,7 +225,7 @@ func pluginPodList(t *testing.T) []corev1.Pod {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, _ := os.Hostname()
+	node := hostNode()
 	var out []corev1.Pod
 	for _, p := range pods.Items {
 		n := p.Spec.NodeName

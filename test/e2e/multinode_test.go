@@ -39,7 +39,7 @@ const (
 // second GPU node, or skips on a one-node cluster.
 func twoNodes(t *testing.T) (node1, node2 string) {
 	t.Helper()
-	node1, _ = os.Hostname()
+	node1 = hostNode()
 	nodes, err := client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func testPoolPerNode(t *testing.T, node1, node2 string) {
 	for node, w := range want {
 		var slices []resourceapi.ResourceSlice
 		waitFor(t, "the complete pool of "+node, 60*time.Second, func() (bool, string) {
-			list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName + ",spec.nodeName=" + node})
+			list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: nodeSlices(node)})
 			if err != nil || len(list.Items) == 0 {
 				return false, fmt.Sprint("no slices ", err)
 			}
@@ -211,7 +211,7 @@ func testClaimOnNode2(t *testing.T, node1, node2 string) {
 // claim was allocated.
 func deviceUUIDs(t *testing.T, node string, claim *resourceapi.ResourceClaim) string {
 	t.Helper()
-	list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: "spec.driver=" + driverName + ",spec.nodeName=" + node})
+	list, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{FieldSelector: nodeSlices(node)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func testNode2Token(t *testing.T, node1, node2 string) {
 	plugin2 := pluginPodOn(t, node2)
 	as2 := clientWithToken(t, podToken(t, node2, plugin2))
 	slices := func(node string) []resourceapi.ResourceSlice {
-		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=" + driverName + ",spec.nodeName=" + node})
+		list, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: nodeSlices(node)})
 		if err != nil || len(list.Items) == 0 {
 			t.Fatalf("slices of %s: %v", node, err)
 		}
