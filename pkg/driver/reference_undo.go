@@ -5,12 +5,9 @@ package driver
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"golang.org/x/sys/unix"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -184,30 +181,12 @@ func (t *referenceTakeover) stopMPS(ctx context.Context, g refdriver.Group) erro
 		}
 	}
 	dir := refdriver.MPSDir(t.cfg.PluginDir, g.MPSDaemon)
-	if err := unmountIfMounted(dir + "/shm"); err != nil {
+	left, err := removeMPSDir(dir)
+	if err != nil {
 		return err
 	}
-	return os.RemoveAll(dir)
-}
-
-// unmountIfMounted unmounts the tmpfs NVIDIA mounts at a daemon's shm/,
-// if it is a mount point (a device of its own under its parent's).
-func unmountIfMounted(path string) error {
-	var st, parent unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		return fmt.Errorf("stat %s: %w", path, err)
-	}
-	if err := unix.Lstat(path+"/..", &parent); err != nil {
-		return fmt.Errorf("stat the parent of %s: %w", path, err)
-	}
-	if st.Dev == parent.Dev {
-		return nil // not a mount point: unmounted already, or never mounted
-	}
-	if err := unix.Unmount(path, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("unmount %s: %w", path, err)
+	if left != "" {
+		klog.FromContext(ctx).Info("NVIDIA's MPS daemon is stopped, but its emptied tmpfs stays mounted on the node: this plugin runs without CAP_SYS_ADMIN, which unmounting needs; it is gone at the next reboot, or run umount on the node", "path", left, "daemon", g.MPSDaemon)
 	}
 	return nil
 }
