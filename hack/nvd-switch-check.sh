@@ -18,7 +18,8 @@
 # not ready and names each claim), that the pods end without a person (no
 # force-delete, no file moved), that the plugin becomes ready, the
 # checkpoint is renamed, NVIDIA's CDI specs, MPS Deployment and MPS
-# directory are gone and ReferenceDriverClaimsGone posted, and that a new
+# directory are gone (but for its emptied shm tmpfs, which a plugin without
+# CAP_SYS_ADMIN cannot unmount) and ReferenceDriverClaimsGone posted, and that a new
 # pod then gets every GPU. KEEP_CLUSTER=1 keeps the cluster.
 #
 # No MIG claim: NVIDIA's NVML mock (NVIDIA/k8s-test-infra pkg/gpu/mocknvml
@@ -49,6 +50,7 @@ export KUBECONFIG=$KUBECONFIG_PATH CONTAINERD_ADDRESS=$CTRD_SOCK
 hack/cluster/build.sh all
 hack/cluster/cluster.sh up
 nvd=
+nvd_specs=() # NVIDIA's CDI specs, for the cleanup of a failed run
 NVD_NS=${NVD_NS:-nvidia-dra-driver-gpu}
 # The MPS daemon's image and the stub its pod runs (see above).
 MPS_IMAGE=${MPS_IMAGE:-localhost/busybox:latest}
@@ -76,8 +78,13 @@ cleanup() {
   [ -z "$nvd" ] || kill "$nvd" 2>/dev/null
   kubectl delete namespace "$NS" --ignore-not-found --wait=true --timeout=120s >/dev/null 9>&-
   kubectl delete namespace "$NVD_NS" --ignore-not-found --wait=true --timeout=120s >/dev/null 9>&-
+  # A failed run can stop with the node cordoned (drain) and NVIDIA's CDI
+  # specs on it, which the e2e suite's cleanliness checks would then count.
+  kubectl uncordon "$NODE" >/dev/null 2>&1 9>&-
+  [ ${#nvd_specs[@]} -eq 0 ] || rm -f "${nvd_specs[@]}"
   rm -f "$PLUGIN_DIR"/checkpoint.json* "$PLUGIN_DIR"/cp.lock "$PLUGIN_DIR"/pu.lock # NVIDIA's files
-  # NVIDIA's MPS directories of a failed run (a passing run leaves none).
+  # NVIDIA's MPS directories: a failed run's, and the emptied tmpfs a
+  # plugin without CAP_SYS_ADMIN leaves.
   local m; for m in $(findmnt -rn -o TARGET | grep "^$PLUGIN_DIR/mps/" || true); do umount "$m"; done
   rm -rf "$PLUGIN_DIR/mps"
   case $made_templates in dir) rm -rf /templates ;; file) rm -f /templates/mps-control-daemon.tmpl.yaml ;; esac
@@ -169,6 +176,7 @@ YAML
     uids+=("$(kubectl get resourceclaim -n $NS $c -o jsonpath='{.metadata.uid}')")
     specs+=("$CDI_DIR/k8s.gpu.nvidia.com-claim_${uids[-1]}.yaml")
     [ -f "${specs[-1]}" ] || fail "NVIDIA's plugin wrote no CDI spec ${specs[-1]} for claim $c"
+    nvd_specs+=("${specs[-1]}")
   done
   local daemon; daemon=$(kubectl get deployments -n "$NVD_NS" -o name | grep mps-control-daemon) || fail "no MPS control daemon Deployment of NVIDIA's in $NVD_NS"
   ls -d "$PLUGIN_DIR"/mps/* >/dev/null 2>&1 || fail "NVIDIA's plugin made no MPS directory under $PLUGIN_DIR/mps"
@@ -204,7 +212,18 @@ YAML
   [ -f "$PLUGIN_DIR/checkpoint.json.migrated" ] || fail "checkpoint not renamed"
   for spec in "${specs[@]}"; do [ ! -f "$spec" ] || fail "NVIDIA's CDI spec $spec left"; done
   ! kubectl get -n "$NVD_NS" "$daemon" >/dev/null 2>&1 || fail "NVIDIA's MPS daemon $daemon left"
-  ! ls -d "$PLUGIN_DIR"/mps/* >/dev/null 2>&1 || fail "NVIDIA's MPS directories left: $(ls "$PLUGIN_DIR"/mps)"
+  # NVIDIA's MPS directory goes, but for the tmpfs NVIDIA mounted at its
+  # shm/: this chart's plugin on simulated GPUs has no CAP_SYS_ADMIN, so it
+  # empties that mount and leaves it (pkg/driver/reference_shm.go,
+  # docs/install.md); with CAP_SYS_ADMIN (real GPUs) it goes too.
+  local d left=()
+  for d in "$PLUGIN_DIR"/mps/*; do
+    [ -e "$d" ] || continue
+    [ "$(ls -A "$d")" = shm ] && findmnt -rn "$d/shm" >/dev/null && [ -z "$(ls -A "$d/shm")" ] ||
+      fail "NVIDIA's MPS directory $d left with more than its emptied tmpfs: $(ls -AR "$d")"
+    left+=("$d/shm")
+  done
+  [ ${#left[@]} -eq 0 ] || say "left as documented: NVIDIA's emptied tmpfs mounted at ${left[*]} (no CAP_SYS_ADMIN here)"
   kubectl get events -n default --field-selector reason=ReferenceDriverClaimsGone -o name | grep -q . || fail "no ReferenceDriverClaimsGone event"
   # A new pod gets every GPU.
   local n; n=$(kubectl get resourceslices --field-selector spec.nodeName="$NODE" -o json | grep -c '"name": "gpu-[0-9]*"' || true)
