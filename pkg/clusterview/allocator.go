@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/allocator"
+	"github.com/gpu-dra-driver/gpu-dra-driver/pkg/podfit"
 )
 
 type classLister struct{ s *Snapshot }
@@ -72,16 +73,32 @@ func (c *cluster) allocate(claim *resourceapi.ResourceClaim, nodes []*corev1.Nod
 	return "", nil
 }
 
-// candidateNodes are the nodes a pod may be scheduled to as far as its
-// node selector says (all nodes for a claim without a pod). Nodes that
-// publish slices but have no Node object in the snapshot are stood in for.
-func (c *cluster) candidateNodes(selector map[string]string) []*corev1.Node {
+// candidateNodes are the nodes pod may be scheduled to as far as the
+// scheduler's filters that read the pod and the node alone say
+// (podfit.Static: NodeUnschedulable, TaintToleration and NodeAffinity, the
+// last for spec.nodeSelector and required node affinity both); every node
+// for a claim on its own (pod nil). Devices on the other nodes are no
+// option for the pod, so they are neither counted nor suggested to it.
+// Nodes that publish slices but have no Node object in the snapshot are
+// stood in for by their name and hostname label: nothing shows them
+// cordoned or tainted, so they stay candidates but for a selector or
+// affinity on labels they do not show, as before.
+func (c *cluster) candidateNodes(pod *corev1.Pod) []*corev1.Node {
+	may := func(n *corev1.Node) bool {
+		if pod == nil {
+			return true
+		}
+		// An affinity that does not evaluate is no match, as the
+		// scheduler's NodeAffinity filter takes it.
+		rej, err := podfit.Static(pod, n)
+		return err == nil && rej == nil
+	}
 	var out []*corev1.Node
 	seen := map[string]bool{}
 	for i := range c.snap.Nodes {
 		n := &c.snap.Nodes[i]
 		seen[n.Name] = true
-		if labelsMatch(n.Labels, selector) {
+		if may(n) {
 			out = append(out, n)
 		}
 	}
@@ -95,20 +112,30 @@ func (c *cluster) candidateNodes(selector map[string]string) []*corev1.Node {
 	sort.Strings(extra)
 	for _, name := range extra {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
-		if labelsMatch(n.Labels, selector) {
+		if may(n) {
 			out = append(out, n)
 		}
 	}
 	return out
 }
 
-func labelsMatch(labels, selector map[string]string) bool {
-	for k, v := range selector {
-		if labels[k] != v {
-			return false
+// podNodes are the nodes whose devices pod's claims are analysed on:
+// candidateNodes, unless the pod may use no node that publishes a device.
+// Then its node filters keep it Pending, not its claims: the claims are
+// analysed on every node, as a claim on its own is, and pending names the
+// filter that stops the pod on each node.
+func (c *cluster) podNodes(pod *corev1.Pod) []*corev1.Node {
+	nodes := c.candidateNodes(pod)
+	names := map[string]bool{"": true} // a device of no one node
+	for _, n := range nodes {
+		names[n.Name] = true
+	}
+	for _, d := range c.devices {
+		if names[d.Node] {
+			return nodes
 		}
 	}
-	return true
+	return c.candidateNodes(nil)
 }
 
 // constraintProblem is called when every request has enough free devices

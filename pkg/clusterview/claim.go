@@ -19,12 +19,13 @@ import (
 func AnalyzeClaim(s *Snapshot, claim *resourceapi.ResourceClaim) (cr ClaimReport, incompletePools []string) {
 	c := published(s, string(claim.UID))
 	incompletePools = c.incompletePools()
-	return c.analyzeClaim(claim, "", nil), incompletePools
+	return c.analyzeClaim(claim, "", c.candidateNodes(nil)), incompletePools
 }
 
-// analyzeClaim reports a claim's allocation, or walks its requests.
-// selector is the pod's nodeSelector (nil for a claim on its own).
-func (c *cluster) analyzeClaim(claim *resourceapi.ResourceClaim, podClaim string, selector map[string]string) ClaimReport {
+// analyzeClaim reports a claim's allocation, or walks its requests on
+// nodes, those the pod may use (podNodes; every node for a claim on its
+// own): only their devices are counted, offered and allocated.
+func (c *cluster) analyzeClaim(claim *resourceapi.ResourceClaim, podClaim string, nodes []*corev1.Node) ClaimReport {
 	cr := ClaimReport{PodClaim: podClaim, Status: OK}
 	if claim.Name != "" {
 		cr.Name = claim.Namespace + "/" + claim.Name
@@ -52,18 +53,11 @@ func (c *cluster) analyzeClaim(claim *resourceapi.ResourceClaim, podClaim string
 		}
 		return cr
 	}
-	nodes := c.candidateNodes(selector)
-	eligible := func(node string) bool {
-		if node == "" {
-			return true
-		}
-		for _, n := range nodes {
-			if n.Name == node {
-				return true
-			}
-		}
-		return false
+	names := map[string]bool{"": true} // a device of no one node
+	for _, n := range nodes {
+		names[n.Name] = true
 	}
+	eligible := func(node string) bool { return names[node] }
 	for _, req := range claim.Spec.Devices.Requests {
 		if req.Exactly != nil {
 			rr := c.analyzeRequest(req.Name, req.Exactly, eligible)

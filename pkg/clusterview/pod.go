@@ -39,13 +39,14 @@ type PodVerdict struct {
 
 // AnalyzePod resolves a pod's claims (named, from templates, and the claim
 // for its extended resources) and analyses each (AnalyzeClaim), on the
-// nodes its node selector allows.
+// nodes the pod may use (podNodes).
 func AnalyzePod(s *Snapshot, pod *corev1.Pod) *PodClaims {
 	c := published(s, "")
 	a := &PodClaims{IncompletePools: c.incompletePools(), snap: s, pod: pod, scheduler: s.SchedulerMessage(pod)}
 	a.claims, a.missing = podClaims(s, pod)
+	nodes := c.podNodes(pod)
 	for _, cl := range a.claims {
-		a.Claims = append(a.Claims, c.analyzeClaim(cl.claim, cl.podClaim, pod.Spec.NodeSelector))
+		a.Claims = append(a.Claims, c.analyzeClaim(cl.claim, cl.podClaim, nodes))
 	}
 	return a
 }
