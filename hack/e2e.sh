@@ -2,7 +2,8 @@
 # End-to-end tests on a real local cluster: builds what is missing (cached),
 # brings the cluster up (or reuses it), installs the chart with simulated
 # H100s and runs test/e2e. KEEP_CLUSTER=1 leaves the cluster running;
-# E2E_RUN=<regexp> runs only the matching tests (go test -run);
+# E2E_RUN=<regexp> runs only the matching tests (go test -run), E2E_SKIP
+# skips the matching ones (go test -skip);
 # E2E_TIMEOUT (default 55m) bounds the go test run. Kueue is built here
 # (cached) and started by its test only (hack/cluster/kueue.sh).
 set -euo pipefail
@@ -19,7 +20,8 @@ s=$(now); hack/cluster/cluster.sh up; say "cluster up: $(since "$s")s"
 kubectl delete namespace gpu-demo gpu-demo-2 --ignore-not-found --wait=true >/dev/null
 s=$(now); hack/cluster/deploy.sh h100x8; say "deploy: $(since "$s")s"
 s=$(now)
-CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go test -count=1 -tags e2e -timeout "${E2E_TIMEOUT:-55m}" -run "${E2E_RUN:-.}" -v ./test/e2e/ 2>&1 | grep -vE '^\s*$'
+skip=(); [ -z "${E2E_SKIP:-}" ] || skip=(-skip "$E2E_SKIP")
+CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" go test -count=1 -tags e2e -timeout "${E2E_TIMEOUT:-55m}" -run "${E2E_RUN:-.}" "${skip[@]}" -v ./test/e2e/ 2>&1 | grep -vE '^\s*$'
 rc=${PIPESTATUS[0]}
 say "e2e: $(since "$s")s"
 exit "$rc"

@@ -63,8 +63,16 @@ if [ "${NODE_MODE:-files}" = devices ]; then
   mkdir -p "$CLUSTER/driver-root"
   mountpoint -q "$CLUSTER/driver-root" || mount --bind "$root" "$CLUSTER/driver-root"
   mount --make-shared "$CLUSTER/driver-root"
+  # The extra nodes' mount namespaces see the host's later mounts only
+  # where the host's parent mount propagates (not where / is private, as
+  # on this project's machines): each gets its own shared bind.
+  for i in $extra; do
+    nsenter -t "$(node_pid "$i" ns)" -m -- sh -c "mountpoint -q '$CLUSTER/driver-root' || mount --bind '$root' '$CLUSTER/driver-root'; mount --make-shared '$CLUSTER/driver-root'"
+  done
   root=$CLUSTER/driver-root
-  ctr -n k8s.io images import --platform linux/amd64 "$("$(dirname "$0")/images.sh" cudaprobe "$REPO" | tail -1)" >/dev/null
+  probe=$("$(dirname "$0")/images.sh" cudaprobe "$REPO" | tail -1)
+  ctr -n k8s.io images import --platform linux/amd64 "$probe" >/dev/null
+  for i in $extra; do node_ctr "$i" images import --platform linux/amd64 "$probe" >/dev/null; done
   say "driver root $root and localhost/cudaprobe:e2e ready in $(since "$s")s"
   mode_args=(--set simulate.nodeMode=devices --set driverRoot="$root" --set cdiHook.installDir="$KUBELET_DIR/gpu-dra-driver/bin")
 fi

@@ -35,10 +35,12 @@ KUBELET_DIR=${GPU_DRA_KUBELET_DIR:-/var/lib/gdra-kubelet}
 NODE=$(hostname)
 # NODES=2 (or more) adds GPU nodes gdra-node2, ... to the local cluster,
 # each with its own kubelet and containerd on this host (nodes.sh); deploy.sh
-# simulates EXTRA_NODE_PROFILE on them. The default stays one node until
-# the whole e2e suite has passed on two. (hack/bench-scale.sh's NODES, node
-# counts of its own simulated control plane, never reaches cluster.sh.)
-NODES=${NODES:-1}
+# simulates EXTRA_NODE_PROFILE on them. Two is the default: production
+# clusters have more than one GPU node, and per-node pools, daemon pods,
+# node-bound tokens and fleet views are tested across real nodes; NODES=1
+# gives the one-node cluster. (hack/bench-scale.sh's NODES, node counts of
+# its own simulated control plane, never reaches cluster.sh.)
+NODES=${NODES:-2}
 node_name() { echo "gdra-node$1"; }
 node_ip() { echo "10.89.0.$1"; }
 node_dir() { echo "$CLUSTER/nodes/gdra-node$1"; }

@@ -27,6 +27,10 @@ func deployProfile(t *testing.T, profile string) {
 	waitPluginReady(t, "a ready plugin pod simulating "+profile, func(p corev1.Pod) bool {
 		return envOf(p.Spec.Containers[0], "SIMULATE_PROFILE") == profile
 	})
+	// Ready says the plugin started, not that the pool it republished is
+	// complete: a test that counts devices right after (capacity, after
+	// TestAmpereDynamicMIG's clean-up) would count a pool mid-change.
+	completePool(t)
 }
 
 // TestAmpereDynamicMIG: A100s whose admin turned MIG mode on
