@@ -44,9 +44,19 @@ func AnalyzePod(s *Snapshot, pod *corev1.Pod) *PodClaims {
 	c := published(s, "")
 	a := &PodClaims{IncompletePools: c.incompletePools(), snap: s, pod: pod, scheduler: s.SchedulerMessage(pod)}
 	a.claims, a.missing = podClaims(s, pod)
-	nodes := c.podNodes(pod)
+	nodes, all := c.podNodes(pod), c.candidateNodes(nil)
 	for _, cl := range a.claims {
-		a.Claims = append(a.Claims, c.analyzeClaim(cl.claim, cl.podClaim, nodes))
+		r := c.analyzeClaim(cl.claim, cl.podClaim, nodes)
+		// A claim that fits only on nodes the pod may not use: what keeps
+		// the pod Pending is those nodes' filters (a taint it does not
+		// tolerate, say), which pending names from the analysis on every
+		// node, not a selector to fix.
+		if r.Status == Blocked && len(nodes) < len(all) {
+			if w := c.analyzeClaim(cl.claim, cl.podClaim, all); w.Status != Blocked {
+				r = w
+			}
+		}
+		a.Claims = append(a.Claims, r)
 	}
 	return a
 }

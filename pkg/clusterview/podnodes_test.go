@@ -100,3 +100,16 @@ func twoNodes(t *testing.T, product string, taintH100, tolerates bool) *clusterv
 	f.Snapshot.Claims[0].Spec.Devices.Requests[0].Exactly.Selectors[0].CEL.Expression = "device.attributes['gpu.nvidia.com'].productName == '" + product + "'"
 	return f
 }
+
+// TestPodOnlyNodeWithItsGPUsTainted: the pod asks for an A100, and the
+// only A100s are on gdra-node2, whose taint it does not tolerate. Its
+// claim fits, only not on a node the pod may use, so the verdict must
+// name the filter that keeps it off that node (the taint), not tell it
+// to fix a selector that matches what it asked for.
+func TestPodOnlyNodeWithItsGPUsTainted(t *testing.T) {
+	f := twoNodes(t, "NVIDIA A100-SXM4-80GB", false, false)
+	v, _ := clusterview.AnalyzePod(&f.Snapshot, &f.Snapshot.Pods[0]).Verdict()
+	if !strings.Contains(v.Verdict, "nvidia.com/gpu") || !strings.Contains(v.Verdict, "gdra-node2") || strings.Contains(v.Verdict, "Fix the selector") {
+		t.Errorf("verdict does not say that taint nvidia.com/gpu keeps the pod off gdra-node2, the node with its A100s:\n%s", v.Verdict)
+	}
+}
