@@ -8,10 +8,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -21,9 +17,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -221,109 +214,13 @@ func TestNVIDIACompat(t *testing.T) {
 	nvcRestoreDefault(t)
 	restored = true
 
-	migRan := t.Run("MIGAttributes", func(t *testing.T) {
-		waitFor(t, "node 1's pool with dynamic MIG devices", 60*time.Second, func() (bool, string) {
-			var ok bool
-			pool, ok = nvcPool(t)
-			return ok && len(nvcOfType(pool, "mig")) > 0 && len(nvcOfType(pool, "gpu")) == 8, fmt.Sprintf("complete %v, %d GPUs, %d MIG devices", ok, len(nvcOfType(pool, "gpu")), len(nvcOfType(pool, "mig")))
-		})
-		byUUID := map[string]resourceapi.Device{}
-		for _, g := range nvcOfType(pool, "gpu") {
-			byUUID[nvcStr(g, "uuid")] = g
-		}
-		// docs/mig.md, "Attributes and claims": the parent's, same name,
-		// same value (absent where the parent has none).
-		inherited := []resourceapi.QualifiedName{"productName", "brand", "architecture", "cudaComputeCapability", "driverVersion", "cudaDriverVersion",
-			"addressingMode", "resource.kubernetes.io/pciBusID", "resource.kubernetes.io/pcieRoot", "resource.kubernetes.io/numaNode"}
-		migs := nvcOfType(pool, "mig")
-		for _, m := range migs {
-			parent, ok := byUUID[nvcStr(m, "parentUUID")]
-			if !ok {
-				t.Errorf("MIG device %s: parentUUID %q is no GPU of the pool", m.Name, nvcStr(m, "parentUUID"))
-				continue
-			}
-			for _, a := range inherited {
-				pa, pok := parent.Attributes[a]
-				ma, mok := m.Attributes[a]
-				if pok != mok || fmt.Sprint(nvcAttr(pa)) != fmt.Sprint(nvcAttr(ma)) {
-					t.Errorf("MIG device %s: %s = %v (published %v), its parent %s's %v (published %v)", m.Name, a, nvcAttr(ma), mok, parent.Name, nvcAttr(pa), pok)
-				}
-			}
-			for _, a := range []resourceapi.QualifiedName{"brand", "driverVersion", "cudaDriverVersion", "resource.kubernetes.io/pciBusID"} {
-				if _, ok := m.Attributes[a]; !ok {
-					t.Errorf("MIG device %s has no %s", m.Name, a)
-				}
-			}
-		}
-		if t.Failed() {
-			return
-		}
-		t.Logf("%d MIG devices, each with its parent's %v", len(migs), inherited)
-
-		// docs/claims.md's selector of a MIG device on a node with driver
-		// 550 or newer, and one by brand and the PCI address of GPU 3.
-		gpu3, ok := pool["gpu-3"]
-		if !ok {
-			t.Fatal("no gpu-3")
-		}
-		bySemver := "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver('550.0.0')) >= 0"
-		byPCI := fmt.Sprintf("device.attributes['gpu.nvidia.com'].brand == 'Nvidia' && device.attributes['resource.kubernetes.io'].pciBusID == '%s'", nvcStr(gpu3, "resource.kubernetes.io/pciBusID"))
-		applyYAML(t, nvcClaim("mig-driver", "mig.nvidia.com", bySemver, "")+"---\n"+nvcClaim("mig-pci", "mig.nvidia.com", byPCI, "")+"---\n"+
-			claimPod("mig-driver", nvcNS, "", "mig-driver", map[string]string{"ctr": ""})+"---\n"+claimPod("mig-pci", nvcNS, "", "mig-pci", map[string]string{"ctr": ""}))
-		waitRunningIn(t, nvcNS, "mig-driver", "mig-pci")
-		for name, sel := range map[string]string{"mig-driver": bySemver, "mig-pci": byPCI} {
-			r := nvcAllocation(t, name)
-			d, ok := pool[r.Device]
-			if !ok || nvcStr(d, "type") != "mig" || r.Pool != hostNode() {
-				t.Fatalf("claim %s by %q got %s/%s, want a MIG device of %s", name, sel, r.Pool, r.Device, hostNode())
-			}
-			if name == "mig-pci" && nvcStr(d, "parentUUID") != nvcStr(gpu3, "uuid") {
-				t.Fatalf("claim %s by %q got %s of %s, want a MIG device of gpu-3 (%s)", name, sel, r.Device, nvcStr(d, "parentUUID"), nvcStr(gpu3, "uuid"))
-			}
-			model, parent, seen := gpuOfIn(t, nvcNS, name, "ctr")
-			if parent != nvcStr(d, "parentUUID") || len(seen) != 1 || !strings.HasPrefix(seen[0], nvcStr(d, "profile")+"=MIG-") {
-				t.Fatalf("pod %s sees %s %s with MIG devices %v; want one %s MIG device of %s", name, model, parent, seen, nvcStr(d, "profile"), nvcStr(d, "parentUUID"))
-			}
-			t.Logf("claim %s by %q: %s; the pod sees %s of %s", name, sel, r.Device, seen[0], parent)
-		}
-		nvcCheckAliases(t, map[string]float64{"mig": 2})
-	})
+	migRan := t.Run("MIGAttributes", nvcMIGAttributes)
 
 	nvcDeleteAll(t)
 	waitNodeClean(t, "after the MIG pods and claims were deleted", nil)
 	if n := nvcCheckAliases(t, nil)["unprepare"]; migRan && n < 2 {
 		t.Errorf("nvidia_dra_requests_total{operation=\"unprepare\"} %v after the 2 MIG claims were unprepared", n)
 	}
-}
-
-// deployWithEnv deploys this checkout with a simulated profile as
-// deployCurrent does, with env added to hack/cluster/deploy.sh's
-// environment (VALUES=...), and waits for a ready plugin pod that want
-// accepts and a complete pool, as deployProfile does.
-func deployWithEnv(t *testing.T, profile string, env []string, what string, want func(corev1.Pod) bool) {
-	t.Helper()
-	start := time.Now()
-	cmd := exec.Command(filepath.Join(repoRoot, "hack", "cluster", "deploy.sh"), profile)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s hack/cluster/deploy.sh %s: %v\n%s", strings.Join(env, " "), profile, err, out)
-	}
-	t.Logf("%s deploy.sh %s took %.1fs:\n%s", strings.Join(env, " "), profile, time.Since(start).Seconds(), strings.TrimSpace(string(out)))
-	waitPluginReady(t, what, func(p corev1.Pod) bool {
-		return envOf(p.Spec.Containers[0], "SIMULATE_PROFILE") == profile && want(p)
-	})
-	completePool(t)
-}
-
-// nvcRestoreDefault puts the default deploy (deploy.sh h100x8) back and
-// waits for a plugin pod of it: the profile is the same as the example
-// file's deploy, so the pod must also be one without consumable shares.
-func nvcRestoreDefault(t *testing.T) {
-	t.Helper()
-	deployWithEnv(t, "h100x8", nil, "a ready plugin pod of the default deploy", func(p corev1.Pod) bool {
-		return !slices.ContainsFunc(p.Spec.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--consumable-shares") })
-	})
 }
 
 // nvcClaim is a ResourceClaim for one device of class, picked by a CEL
@@ -432,184 +329,9 @@ func nvcVersion(d resourceapi.Device, name resourceapi.QualifiedName) string {
 	return ""
 }
 
-// nvcAttr is an attribute's value, whatever its type.
-func nvcAttr(a resourceapi.DeviceAttribute) any {
-	switch {
-	case a.StringValue != nil:
-		return "string " + *a.StringValue
-	case a.VersionValue != nil:
-		return "version " + *a.VersionValue
-	case a.IntValue != nil:
-		return *a.IntValue
-	case a.BoolValue != nil:
-		return *a.BoolValue
-	}
-	return nil
-}
-
 // nvcDeleteAll deletes the test namespace's pods and claims and waits for
 // them to be gone.
 func nvcDeleteAll(t *testing.T) {
 	t.Helper()
 	kubectl(t, "delete", "pods,resourceclaims", "--all", "-n", nvcNS, "--wait=true", "--timeout=120s")
-}
-
-// nvcScrape reads node 1's plugin /metrics, on the port of its probes
-// (kubeletPlugin.metricsPort), from its pod IP (the plugin runs on the host
-// network here, as hack/cluster/deploy.sh installs it).
-func nvcScrape(t *testing.T) (map[string]*dto.MetricFamily, error) {
-	t.Helper()
-	p := pluginPod(t)
-	probe := p.Spec.Containers[0].LivenessProbe
-	if probe == nil || probe.HTTPGet == nil {
-		t.Fatal("the plugin has no HTTP liveness probe")
-	}
-	url := fmt.Sprintf("http://%s:%d/metrics", p.Status.PodIP, probe.HTTPGet.Port.IntValue())
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %d %v", url, resp.StatusCode, err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(strings.NewReader(string(body)))
-}
-
-func nvcLabels(m *dto.Metric) map[string]string {
-	out := map[string]string{}
-	for _, l := range m.GetLabel() {
-		out[l.GetName()] = l.GetValue()
-	}
-	return out
-}
-
-// nvcCheckAliases checks, in one scrape, what docs/monitoring.md promises
-// of NVIDIA's names: nvidia_dra_prepared_devices is gpu_dra_prepared_devices
-// by device type (gpu, mig, vfio, unknown; zeros exported) labelled with
-// node 1 and the driver, and want gives each type's count (0 when
-// missing); nvidia_dra_requests_total and nvidia_dra_request_duration_seconds
-// are the counts and buckets of gpu_dra_{prepare,unprepare}_duration_seconds;
-// nvidia_dra_node_{prepare,unprepare}_errors_total are
-// gpu_dra_errors_total{operation=prepare,unprepare}. A scrape may fall
-// between two collectors of a prepare in flight, so it is retried a while.
-// It returns the requests counted, by operation.
-func nvcCheckAliases(t *testing.T, want map[string]float64) map[string]float64 {
-	t.Helper()
-	var report string
-	var requests map[string]float64
-	waitFor(t, "nvidia_dra_* series equal to the plugin's own", 30*time.Second, func() (bool, string) {
-		fams, err := nvcScrape(t)
-		if err != nil {
-			return false, err.Error()
-		}
-		var bad []string
-		fam := func(name string, typ dto.MetricType) []*dto.Metric {
-			f := fams[name]
-			if f == nil {
-				bad = append(bad, name+" missing")
-				return nil
-			}
-			if f.GetType() != typ {
-				bad = append(bad, fmt.Sprintf("%s is a %s, want a %s", name, f.GetType(), typ))
-			}
-			return f.Metric
-		}
-		var lines []string
-
-		// Prepared devices.
-		ours := fam("gpu_dra_prepared_devices", dto.MetricType_GAUGE)
-		if len(ours) != 1 {
-			bad = append(bad, fmt.Sprintf("%d gpu_dra_prepared_devices series, want 1", len(ours)))
-			return false, strings.Join(bad, "; ")
-		}
-		total, sum := ours[0].GetGauge().GetValue(), 0.0
-		byType := map[string]float64{}
-		for _, m := range fam("nvidia_dra_prepared_devices", dto.MetricType_GAUGE) {
-			l := nvcLabels(m)
-			if l["node"] != hostNode() || l["driver"] != driverName || len(l) != 3 {
-				bad = append(bad, fmt.Sprintf("nvidia_dra_prepared_devices labels %v, want node %s, driver %s, device_type", l, hostNode(), driverName))
-			}
-			byType[l["device_type"]] = m.GetGauge().GetValue()
-			sum += m.GetGauge().GetValue()
-		}
-		for _, typ := range []string{"gpu", "mig", "vfio", "unknown"} {
-			if v, ok := byType[typ]; !ok || v != want[typ] {
-				bad = append(bad, fmt.Sprintf("nvidia_dra_prepared_devices{device_type=%q} %v (exported: %v), want %v", typ, v, ok, want[typ]))
-			}
-		}
-		if len(byType) != 4 || sum != total {
-			bad = append(bad, fmt.Sprintf("nvidia_dra_prepared_devices %v sum to %v, gpu_dra_prepared_devices is %v", byType, sum, total))
-		}
-		lines = append(lines, fmt.Sprintf("gpu_dra_prepared_devices %v = nvidia_dra_prepared_devices %v", total, byType))
-
-		// Requests and their durations, by operation.
-		durations := map[string]*dto.Histogram{}
-		requests = map[string]float64{}
-		for _, m := range fam("nvidia_dra_requests_total", dto.MetricType_COUNTER) {
-			l := nvcLabels(m)
-			if l["driver"] != driverName {
-				bad = append(bad, fmt.Sprintf("nvidia_dra_requests_total labels %v", l))
-			}
-			requests[l["operation"]] = m.GetCounter().GetValue()
-		}
-		for _, m := range fam("nvidia_dra_request_duration_seconds", dto.MetricType_HISTOGRAM) {
-			l := nvcLabels(m)
-			if l["driver"] != driverName {
-				bad = append(bad, fmt.Sprintf("nvidia_dra_request_duration_seconds labels %v", l))
-			}
-			durations[l["operation"]] = m.GetHistogram()
-		}
-		for _, op := range []string{"prepare", "unprepare"} {
-			ms := fam("gpu_dra_"+op+"_duration_seconds", dto.MetricType_HISTOGRAM)
-			if len(ms) != 1 {
-				bad = append(bad, fmt.Sprintf("%d gpu_dra_%s_duration_seconds series", len(ms), op))
-				continue
-			}
-			h := ms[0].GetHistogram()
-			if v, ok := requests[op]; !ok || v != float64(h.GetSampleCount()) {
-				bad = append(bad, fmt.Sprintf("nvidia_dra_requests_total{operation=%q} %v (exported: %v), gpu_dra_%s_duration_seconds_count %d", op, v, ok, op, h.GetSampleCount()))
-			}
-			n := durations[op]
-			if n == nil || n.GetSampleCount() != h.GetSampleCount() || n.GetSampleSum() != h.GetSampleSum() || fmt.Sprint(nvcBuckets(n)) != fmt.Sprint(nvcBuckets(h)) {
-				bad = append(bad, fmt.Sprintf("nvidia_dra_request_duration_seconds{operation=%q} count %d sum %v buckets %v; gpu_dra_%s_duration_seconds count %d sum %v buckets %v",
-					op, n.GetSampleCount(), n.GetSampleSum(), nvcBuckets(n), op, h.GetSampleCount(), h.GetSampleSum(), nvcBuckets(h)))
-			}
-			lines = append(lines, fmt.Sprintf("%s: %d requests", op, h.GetSampleCount()))
-		}
-
-		// Errors.
-		errs := map[string]float64{}
-		for _, m := range fam("gpu_dra_errors_total", dto.MetricType_COUNTER) {
-			errs[nvcLabels(m)["operation"]] = m.GetCounter().GetValue()
-		}
-		for _, op := range []string{"prepare", "unprepare"} {
-			ms := fam("nvidia_dra_node_"+op+"_errors_total", dto.MetricType_COUNTER)
-			ourErrs, ok := errs[op]
-			if len(ms) != 1 || !ok {
-				bad = append(bad, fmt.Sprintf("%d nvidia_dra_node_%s_errors_total series; gpu_dra_errors_total{operation=%q} exported: %v", len(ms), op, op, ok))
-				continue
-			}
-			l := nvcLabels(ms[0])
-			if l["driver"] != driverName || l["error_type"] != op+"_devices" || len(l) != 2 || ms[0].GetCounter().GetValue() != ourErrs {
-				bad = append(bad, fmt.Sprintf("nvidia_dra_node_%s_errors_total%v %v, gpu_dra_errors_total{operation=%q} %v", op, l, ms[0].GetCounter().GetValue(), op, ourErrs))
-			}
-			lines = append(lines, fmt.Sprintf("%s errors %v", op, ourErrs))
-		}
-		report = strings.Join(lines, "; ")
-		return len(bad) == 0, strings.Join(bad, "; ")
-	})
-	t.Logf("NVIDIA's names agree with ours: %s", report)
-	return requests
-}
-
-// nvcBuckets is a histogram's cumulative counts by upper bound.
-func nvcBuckets(h *dto.Histogram) []string {
-	var out []string
-	for _, b := range h.GetBucket() {
-		out = append(out, fmt.Sprintf("%g:%d", b.GetUpperBound(), b.GetCumulativeCount()))
-	}
-	return out
 }
