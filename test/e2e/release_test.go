@@ -6,8 +6,10 @@
 package e2e
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/release"
 )
@@ -210,7 +214,16 @@ func TestInstallFromRelease(t *testing.T) {
 	}
 	t.Logf("$ kubectl gpu usage -n %s\n%s", releaseNS, out)
 	out, err = kubectlWith(env, "gpu", "version")
-	if err != nil || !strings.Contains(out, "Client: kubectl gpu "+version+" ") || !strings.Contains(out, "Driver: "+chart.AppVersion+" (image localhost/gpu-dra-driver:"+chart.AppVersion+", namespace "+driverNS+", 1 plugin pod)") {
+	// One plugin pod per GPU node of the cluster, node 2's too.
+	all, lerr := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: pluginLabel})
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	pods := fmt.Sprintf("%d plugin pods", len(all.Items))
+	if len(all.Items) == 1 {
+		pods = "1 plugin pod"
+	}
+	if err != nil || !strings.Contains(out, "Client: kubectl gpu "+version+" ") || !strings.Contains(out, "Driver: "+chart.AppVersion+" (image localhost/gpu-dra-driver:"+chart.AppVersion+", namespace "+driverNS+", "+pods+")") {
 		t.Errorf("kubectl gpu version: %v; want the client %s and the driver %s:\n%s", err, version, chart.AppVersion, out)
 	}
 	t.Logf("$ kubectl gpu version\n%s", out)
