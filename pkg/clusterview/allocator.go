@@ -79,11 +79,14 @@ func (c *cluster) allocate(claim *resourceapi.ResourceClaim, nodes []*corev1.Nod
 // last for spec.nodeSelector and required node affinity both); every node
 // for a claim on its own (pod nil). Devices on the other nodes are no
 // option for the pod, so they are neither counted nor suggested to it.
-// Nodes that publish slices but have no Node object in the snapshot are
-// stood in for by their name and hostname label: nothing shows them
-// cordoned or tainted, so they stay candidates but for a selector or
-// affinity on labels they do not show, as before.
-func (c *cluster) candidateNodes(pod *corev1.Pod) []*corev1.Node {
+// A claim of the pod that is allocated already (shared with a running
+// pod) narrows them further to the nodes its allocation reaches, as the
+// scheduler's DynamicResources filter does: the pod's other claims can
+// only be met there. Nodes that publish slices but have no Node object in
+// the snapshot are stood in for by their name and hostname label: nothing
+// shows them cordoned or tainted, so they stay candidates but for a
+// selector or affinity on labels they do not show, as before.
+func (c *cluster) candidateNodes(pod *corev1.Pod, allocated []*resourceapi.ResourceClaim) []*corev1.Node {
 	may := func(n *corev1.Node) bool {
 		if pod == nil {
 			return true
@@ -91,7 +94,7 @@ func (c *cluster) candidateNodes(pod *corev1.Pod) []*corev1.Node {
 		// An affinity that does not evaluate is no match, as the
 		// scheduler's NodeAffinity filter takes it.
 		rej, err := podfit.Static(pod, n)
-		return err == nil && rej == nil
+		return err == nil && rej == nil && podfit.AllocatedClaimsOn(allocated, n) == nil
 	}
 	var out []*corev1.Node
 	seen := map[string]bool{}
@@ -124,9 +127,9 @@ func (c *cluster) candidateNodes(pod *corev1.Pod) []*corev1.Node {
 // Then its node filters keep it Pending, not its claims: the claims are
 // analysed on every node, as a claim on its own is, and pending names the
 // filter that stops the pod on each node.
-func (c *cluster) podNodes(pod *corev1.Pod) []*corev1.Node {
-	nodes := c.candidateNodes(pod)
-	names := map[string]bool{"": true} // a device of no one node
+func (c *cluster) podNodes(pod *corev1.Pod, allocated []*resourceapi.ResourceClaim) []*corev1.Node {
+	nodes := c.candidateNodes(pod, allocated)
+	names := map[string]bool{"": true} // a device of no one node is reachable from every node
 	for _, n := range nodes {
 		names[n.Name] = true
 	}
@@ -135,7 +138,7 @@ func (c *cluster) podNodes(pod *corev1.Pod) []*corev1.Node {
 			return nodes
 		}
 	}
-	return c.candidateNodes(nil)
+	return c.candidateNodes(nil, nil)
 }
 
 // constraintProblem is called when every request has enough free devices

@@ -19,7 +19,7 @@ import (
 func AnalyzeClaim(s *Snapshot, claim *resourceapi.ResourceClaim) (cr ClaimReport, incompletePools []string) {
 	c := published(s, string(claim.UID))
 	incompletePools = c.incompletePools()
-	return c.analyzeClaim(claim, "", c.candidateNodes(nil)), incompletePools
+	return c.analyzeClaim(claim, "", c.candidateNodes(nil, nil)), incompletePools
 }
 
 // analyzeClaim reports a claim's allocation, or walks its requests on
@@ -53,7 +53,7 @@ func (c *cluster) analyzeClaim(claim *resourceapi.ResourceClaim, podClaim string
 		}
 		return cr
 	}
-	names := map[string]bool{"": true} // a device of no one node
+	names := map[string]bool{"": true} // a device of no one node is reachable from every node
 	for _, n := range nodes {
 		names[n.Name] = true
 	}

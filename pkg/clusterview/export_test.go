@@ -13,7 +13,7 @@ import resourceapi "k8s.io/api/resource/v1"
 // with the devices its own allocation holds counted free.
 func AllocateForTest(s *Snapshot, claim *resourceapi.ResourceClaim) (string, error) {
 	c := published(s, string(claim.UID))
-	return c.allocate(claim, c.candidateNodes(nil))
+	return c.allocate(claim, c.candidateNodes(nil, nil))
 }
 
 // SetMemoizeForTest turns the memoization of Capacity on or off.

@@ -44,14 +44,22 @@ func AnalyzePod(s *Snapshot, pod *corev1.Pod) *PodClaims {
 	c := published(s, "")
 	a := &PodClaims{IncompletePools: c.incompletePools(), snap: s, pod: pod, scheduler: s.SchedulerMessage(pod)}
 	a.claims, a.missing = podClaims(s, pod)
-	nodes, all := c.podNodes(pod), c.candidateNodes(nil)
+	var allocated []*resourceapi.ResourceClaim
+	for _, cl := range a.claims {
+		if cl.claim.Status.Allocation != nil {
+			allocated = append(allocated, cl.claim)
+		}
+	}
+	nodes, all := c.podNodes(pod, allocated), c.candidateNodes(nil, nil)
 	for _, cl := range a.claims {
 		r := c.analyzeClaim(cl.claim, cl.podClaim, nodes)
 		// A claim that fits only on nodes the pod may not use: what keeps
 		// the pod Pending is those nodes' filters (a taint it does not
 		// tolerate, say), which pending names from the analysis on every
-		// node, not a selector to fix.
-		if r.Status == Blocked && len(nodes) < len(all) {
+		// node, not a selector to fix. The second pass costs what every
+		// pass cost before the pod's nodes narrowed it, and only a
+		// blocked claim pays it, where some excluded node has devices.
+		if r.Status == Blocked && len(nodes) < len(all) && c.devicesOutside(nodes) {
 			if w := c.analyzeClaim(cl.claim, cl.podClaim, all); w.Status != Blocked {
 				r = w
 			}
@@ -59,6 +67,20 @@ func AnalyzePod(s *Snapshot, pod *corev1.Pod) *PodClaims {
 		a.Claims = append(a.Claims, r)
 	}
 	return a
+}
+
+// devicesOutside reports whether a node not in nodes publishes a device.
+func (c *cluster) devicesOutside(nodes []*corev1.Node) bool {
+	in := map[string]bool{}
+	for _, n := range nodes {
+		in[n.Name] = true
+	}
+	for _, d := range c.devices {
+		if d.Node != "" && !in[d.Node] {
+			return true
+		}
+	}
+	return false
 }
 
 // Verdict says what keeps the pod from running as far as the scheduler's

@@ -109,7 +109,53 @@ func twoNodes(t *testing.T, product string, taintH100, tolerates bool) *clusterv
 func TestPodOnlyNodeWithItsGPUsTainted(t *testing.T) {
 	f := twoNodes(t, "NVIDIA A100-SXM4-80GB", false, false)
 	v, _ := clusterview.AnalyzePod(&f.Snapshot, &f.Snapshot.Pods[0]).Verdict()
-	if !strings.Contains(v.Verdict, "nvidia.com/gpu") || !strings.Contains(v.Verdict, "gdra-node2") || strings.Contains(v.Verdict, "Fix the selector") {
+	if !strings.Contains(v.Verdict, "node gdra-node2: TaintToleration: node(s) had untolerated taint(s) (nvidia.com/gpu=present:NoSchedule)") || strings.Contains(v.Verdict, "Fix the selector") {
 		t.Errorf("verdict does not say that taint nvidia.com/gpu keeps the pod off gdra-node2, the node with its A100s:\n%s", v.Verdict)
+	}
+}
+
+// TestPodNodesNarrowedByItsAllocatedClaim: the pod tolerates gdra-node2's
+// taint and already has a claim allocated there (shared with a running
+// pod), so the scheduler can put it on gdra-node2 only, as its
+// DynamicResources filter says of every other node. A request that
+// matches nothing is told of gdra-node2's devices alone; one for an H100,
+// which only vm has, is told why vm is no option.
+func TestPodNodesNarrowedByItsAllocatedClaim(t *testing.T) {
+	for _, product := range []string{"NVIDIA B300", "NVIDIA H100 80GB HBM3"} {
+		t.Run(product, func(t *testing.T) {
+			f := twoNodes(t, product, false, true)
+			pod := &f.Snapshot.Pods[0]
+			shared := resourceapi.ResourceClaim{
+				ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: "shared", UID: "uid-shared"},
+				Spec:       resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu.nvidia.com"}}}}},
+				Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{
+					Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: "gpu.nvidia.com", Pool: "gdra-node2", Device: "gpu-0"}}},
+					NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+						{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"gdra-node2"}}}}}},
+				}},
+			}
+			f.Snapshot.Claims = append(f.Snapshot.Claims, shared)
+			pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: "shared", ResourceClaimName: &shared.Name})
+			perNode := map[string]int{}
+			for _, s := range f.Snapshot.Slices {
+				perNode[*s.Spec.NodeName] += len(s.Spec.Devices)
+			}
+			a := clusterview.AnalyzePod(&f.Snapshot, pod)
+			v, _ := a.Verdict()
+			if product == "NVIDIA B300" {
+				if r := a.Claims[0].Requests[0]; r.Candidates != perNode["gdra-node2"] {
+					t.Errorf("%d candidate devices, want gdra-node2's %d (per node %v)", r.Candidates, perNode["gdra-node2"], perNode)
+				}
+				for k, vals := range a.Claims[0].Requests[0].FreeInClass {
+					if strings.Contains(strings.Join(vals, " "), "H100") {
+						t.Errorf("free in class %s offers vm's H100s %v", k, vals)
+					}
+				}
+				return
+			}
+			if !strings.Contains(v.Verdict, "node vm: DynamicResources: resourceclaim not available on the node (claim shared is allocated elsewhere)") {
+				t.Errorf("verdict does not say why vm, the node with the H100s, is no option:\n%s", v.Verdict)
+			}
+		})
 	}
 }
