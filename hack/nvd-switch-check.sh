@@ -147,6 +147,10 @@ run_mode() { # drain|nodrain
   kubectl create namespace "$NVD_NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
   kubectl label namespace "$NVD_NS" --overwrite pod-security.kubernetes.io/enforce=privileged >/dev/null
   rm -f "$PLUGIN_DIR"/checkpoint.json*
+  # The last mode's emptied tmpfs (below) goes, so that this mode's checks
+  # of NVIDIA's MPS directory see only this mode's.
+  local m; for m in $(findmnt -rn -o TARGET | grep "^$PLUGIN_DIR/mps/" || true); do umount "$m"; done
+  rm -rf "$PLUGIN_DIR/mps"
   # The DeviceClass NVIDIA's chart installs (deviceclass-gpu.yaml at
   # 9593204); its plugin runs here without its chart.
   kubectl delete deviceclass gpu.nvidia.com --ignore-not-found >/dev/null

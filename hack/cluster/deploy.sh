@@ -67,7 +67,9 @@ if [ "${NODE_MODE:-files}" = devices ]; then
   # where the host's parent mount propagates (not where / is private, as
   # on this project's machines): each gets its own shared bind.
   for i in $extra; do
-    nsenter -t "$(node_pid "$i" ns)" -m -- sh -c "mountpoint -q '$CLUSTER/driver-root' || mount --bind '$root' '$CLUSTER/driver-root'; mount --make-shared '$CLUSTER/driver-root'"
+    ns=$(node_pid "$i" ns)
+    [ -n "$ns" ] && [ -e "/proc/$ns/ns/mnt" ] || die "$(node_name "$i")'s mount namespace is not running: hack/cluster/cluster.sh up"
+    nsenter -t "$ns" -m -- sh -c "mountpoint -q '$CLUSTER/driver-root' || mount --bind '$root' '$CLUSTER/driver-root'; mount --make-shared '$CLUSTER/driver-root'"
   done
   root=$CLUSTER/driver-root
   probe=$("$(dirname "$0")/images.sh" cudaprobe "$REPO" | tail -1)

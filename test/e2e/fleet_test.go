@@ -162,14 +162,18 @@ func TestFleetView(t *testing.T) {
 	// Six on this node and none elsewhere: the second node's A100s have
 	// MIG mode off (an A100 needs a reset to turn it on), so they publish
 	// no MIG devices, and it is listed with 0.
-	onNode := -1
+	onNode, listed := -1, map[string]bool{}
 	for _, n := range capacity.Nodes {
+		listed[n.Node] = true
 		switch {
 		case n.Node == node:
 			onNode = n.Count
 		case n.Count != 0:
 			t.Errorf("kubectl gpu capacity --mig-profile 1g.10gb: %d on node %s, want 0 (no MIG devices published there)", n.Count, n.Node)
 		}
+	}
+	if want := readyNodes(t); len(listed) != want {
+		t.Errorf("kubectl gpu capacity --mig-profile 1g.10gb lists %d nodes %v, want every one of the %d GPU nodes", len(listed), listed, want)
 	}
 	if capacity.Total != 6 || onNode != 6 {
 		t.Fatalf("kubectl gpu capacity --mig-profile 1g.10gb: %s; want 6 on %s", out, node)

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpu-dra-driver/gpu-dra-driver/internal/release"
@@ -214,10 +215,18 @@ func TestInstallFromRelease(t *testing.T) {
 	}
 	t.Logf("$ kubectl gpu usage -n %s\n%s", releaseNS, out)
 	out, err = kubectlWith(env, "gpu", "version")
-	// One plugin pod per GPU node of the cluster, node 2's too.
+	// One plugin pod per GPU node of the cluster, node 2's too: as many
+	// nodes as run one, each its own.
 	all, lerr := client.CoreV1().Pods(driverNS).List(context.Background(), metav1.ListOptions{LabelSelector: pluginLabel})
 	if lerr != nil {
 		t.Fatal(lerr)
+	}
+	nodes := map[string]bool{}
+	for _, p := range all.Items {
+		nodes[p.Spec.NodeName] = true
+	}
+	if want := readyNodes(t); len(nodes) != len(all.Items) || len(nodes) != want {
+		t.Errorf("%d plugin pods on %d nodes, want one on each of the %d GPU nodes", len(all.Items), len(nodes), want)
 	}
 	pods := fmt.Sprintf("%d plugin pods", len(all.Items))
 	if len(all.Items) == 1 {
@@ -231,4 +240,23 @@ func TestInstallFromRelease(t *testing.T) {
 	w.check(t, "after kubectl gpu")
 	kubectl(t, "delete", "namespace", releaseNS, "--wait=true", "--timeout=120s")
 	waitNodeClean(t, "after the release's pod is gone", nil)
+}
+
+// readyNodes counts the cluster's Ready nodes: those with a kubelet, each
+// a GPU node here (a test's kubelet-less stand-ins are never Ready).
+func readyNodes(t *testing.T) int {
+	t.Helper()
+	list, err := client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, node := range list.Items {
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				n++
+			}
+		}
+	}
+	return n
 }
