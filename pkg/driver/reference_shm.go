@@ -30,9 +30,12 @@ var unmount = unix.Unmount
 //     mount point of the caller's own namespace).
 //   - Without it (simulated GPUs, kubeletPlugin.privileged=false without
 //     SYS_ADMIN), nothing in the container can remove the mount. Its
-//     files are removed, which frees the tmpfs's memory (the daemon and
-//     its clients are gone), and everything else of the directory; the
-//     empty mount stays until the node reboots or an admin unmounts it.
+//     files are removed, and everything else of the directory; their
+//     memory is freed once no process holds them, that is once the
+//     daemon pod whose Deployment was just deleted has exited (its
+//     clients' pods are gone already: the kubelet unprepares a claim after
+//     its pods). The empty mount stays until the node reboots or an admin
+//     unmounts it.
 //     Its path is returned for the caller to say so. The GPU is released
 //     either way: nothing uses the mount any more.
 func removeMPSDir(dir string) (left string, err error) {
@@ -44,8 +47,19 @@ func removeMPSDir(dir string) (left string, err error) {
 		}
 		return "", err
 	}
-	switch err := unmount(shm, 0); {
-	case err == nil, errors.Is(err, unix.EINVAL): // EINVAL: unmounted meanwhile
+	err = unmount(shm, 0)
+	if errors.Is(err, unix.EINVAL) {
+		// Unmounted meanwhile, or a mount the container may not unmount
+		// even with CAP_SYS_ADMIN (locked, in a user namespace): which,
+		// only another look tells.
+		if still, serr := isMountPoint(shm); serr == nil && still {
+			err = unix.EPERM
+		} else {
+			err = nil
+		}
+	}
+	switch {
+	case err == nil:
 		return "", os.RemoveAll(dir)
 	case errors.Is(err, unix.EPERM):
 		if err := removeAllBut(shm, dir); err != nil {
@@ -76,7 +90,9 @@ func isMountPoint(path string) (bool, error) {
 	return st.Dev != parent.Dev, nil
 }
 
-// removeAllBut removes every entry of dir except keep.
+// removeAllBut removes every entry of dir except keep: keep is a mount
+// point this container may not unmount, and removing a mount point of its
+// own namespace fails (EBUSY), so it is left and the rest goes.
 func removeAllBut(keep, dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -92,7 +108,8 @@ func removeAllBut(keep, dir string) error {
 	return nil
 }
 
-// removeContents removes everything inside dir, and not dir.
+// removeContents empties dir, a tmpfs that stays mounted, so that its
+// memory is freed though the mount cannot go.
 func removeContents(dir string) error {
 	return removeAllBut("", dir)
 }
