@@ -87,9 +87,3 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v7 v7.0.1 // indirect
 )
-
-// Kubernetes 1.38.0-beta.0 requires structured-merge-diff/v7 v7.0.1, which the
-// Go module proxy refuses ("not available"); v7.0.0 builds and passes every
-// test. Drop this line once the proxy serves v7.0.1. k8s.io/ktesting, which
-// only dependencies' tests import, is refused too: hence go mod tidy -e.
-replace sigs.k8s.io/structured-merge-diff/v7 => sigs.k8s.io/structured-merge-diff/v7 v7.0.0

@@ -13,8 +13,7 @@
 # Derived from go.mod each time (a few seconds with a warm module cache),
 # it cannot drift from it: the direct requirements stay go.mod's, the
 # indirect ones are dropped and go mod tidy works out 1.37's (for example
-# structured-merge-diff/v6 v6.4.2 instead of v7: go.mod's replace of v7
-# then names a module nothing requires, which the go command ignores). Only
+# structured-merge-diff/v6 v6.4.2 instead of v7). Only
 # the module proxy is needed. Output: _output/allocator-k8s137/go.{mod,sum}.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
