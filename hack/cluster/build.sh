@@ -152,11 +152,14 @@ build_kubernetes() {
   # 1.36/1.37, 1.27 for 1.38; GOTOOLCHAIN=go1.27.3 from lib.sh).
   local gover; gover=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$mod" | head -1)
   { printf 'module k8swrap\ngo %s\nrequire k8s.io/kubernetes v%s\n' "${gover:-1.26}" "$K8S_VERSION"
-    # ktesting (1.38) has no published version the proxy serves; only
-    # dependencies' tests import it, so tidy -e below leaves it out.
+    # ktesting (1.38): only dependencies' tests import it, and the proxy
+    # served no version of it until December 2026, so tidy -e below leaves
+    # it out.
     grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging' "$mod" | grep -v -e 'k8s.io/ktesting ' -e 'k8s.io/apiextensions-api ' | awk -v v="v0.${K8S_VERSION#1.}" '{printf "replace %s => %s %s\n", $1, $1, v}'
     # 1.38 requires structured-merge-diff/v7 v7.0.1, which the module proxy
-    # refuses; v7.0.0 builds every command.
+    # refused until December 2026 (go.mod now takes it); v7.0.0 builds every
+    # command, and the local cluster's binaries are still built that way so
+    # that a cold build is the one tested.
     ! grep -q 'sigs.k8s.io/structured-merge-diff/v7 v7.0.1' "$mod" || printf 'replace sigs.k8s.io/structured-merge-diff/v7 => sigs.k8s.io/structured-merge-diff/v7 v7.0.0\n'
     if grep -q 'k8s.io/apiextensions-api => ./staging' "$mod"; then
       local minor=${K8S_VERSION#1.}; minor=${minor%%.*}
