@@ -67,6 +67,24 @@ func retry(ctx context.Context, what string, f func(context.Context) error) bool
 // first on a node that has none, then follows device health. Readiness
 // waits for it.
 func (d *Driver) publish(ctx context.Context, resources resourceslice.DriverResources, book *ledger.Ledger, watched []health.Device) {
+	if !d.startPublishing(ctx, resources) {
+		return
+	}
+	// Health: NVML events and the slow poll feed the kubelet's health
+	// stream, taints in the slices and claims' device conditions.
+	d.followHealth(ctx, func(ctx context.Context, taints map[string][]resourceapi.DeviceTaint) error {
+		res := resourceslices.WithTaints(resources, taints)
+		if err := resourceslices.Validate(res); err != nil {
+			return err
+		}
+		return d.helper.PublishResources(ctx, res)
+	}, book, watched)
+}
+
+// startPublishing seeds the slices and starts the ResourceSlice controller,
+// and reports whether it runs.
+func (d *Driver) startPublishing(ctx context.Context, resources resourceslice.DriverResources) bool {
+	defer close(d.publishStarted)
 	logger := klog.FromContext(ctx)
 	// Seeding is only a head start on the controller's one-second wait:
 	// one bounded attempt.
@@ -82,22 +100,16 @@ func (d *Driver) publish(ctx context.Context, resources resourceslice.DriverReso
 	// (with the plugin's own context) until its informer has synced,
 	// however long the API server is away.
 	if err := d.helper.PublishResources(ctx, resources); err != nil {
-		if ctx.Err() == nil {
-			d.HandleError(ctx, err, "Publishing ResourceSlices")
+		if ctx.Err() != nil || d.stopping.Load() {
+			logger.V(2).Info("Stopped before the ResourceSlice controller ran", "reason", err)
+			return false
 		}
-		return
+		d.HandleError(ctx, err, "Publishing ResourceSlices")
+		return false
 	}
 	d.published.Store(true)
 	logger.Info("ResourceSlice controller running", "sinceStart", time.Since(start))
-	// Health: NVML events and the slow poll feed the kubelet's health
-	// stream, taints in the slices and claims' device conditions.
-	d.followHealth(ctx, func(ctx context.Context, taints map[string][]resourceapi.DeviceTaint) error {
-		res := resourceslices.WithTaints(resources, taints)
-		if err := resourceslices.Validate(res); err != nil {
-			return err
-		}
-		return d.helper.PublishResources(ctx, res)
-	}, book, watched)
+	return true
 }
 
 // removeStale unprepares claims deleted or reallocated while the plugin

@@ -114,6 +114,12 @@ type Driver struct {
 	// published is set once the ResourceSlice controller runs, reconciled
 	// once the API server answered for every prepared claim (background.go).
 	published, reconciled atomic.Bool
+	// publishStarted closes once the first publish has returned, started
+	// the controller or not (background.go).
+	publishStarted chan struct{}
+	// stopping is set by Stop before it stops the helper, whose stop ends
+	// a first publish still waiting for the API server: not an error.
+	stopping atomic.Bool
 	// stopHealth ends the health monitor and healthDone closes when it
 	// has: nothing may use NVML after Stop returns, since the caller may
 	// shut NVML down (a real driver then frees the event set's memory).
@@ -287,6 +293,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		defer close(d.healthDone)
 		d.health.Run(healthCtx)
 	}()
+	d.publishStarted = make(chan struct{})
 	go d.publish(ctx, resources, book, watched)
 	go d.removeStale(ctx)
 	return d, nil
@@ -308,6 +315,7 @@ func sharingConfig(cfg Config) *prepare.SharingConfig {
 // Stop stops serving and waits for the health monitor to let go of NVML;
 // prepared claims stay prepared.
 func (d *Driver) Stop() {
+	d.stopping.Store(true)
 	d.helper.Stop()
 	d.stopHealth()
 	<-d.healthDone

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -182,5 +183,34 @@ func TestStartDoesNotWaitForMPSDaemons(t *testing.T) {
 	}
 	if got := n.mustPrepare(c); strings.Join(got, ",") != strings.Join(ids, ",") {
 		t.Errorf("CDI IDs %v after the reboot, want %v", got, ids)
+	}
+}
+
+// TestStopBeforeTheFirstPublishIsNoError: a plugin stopped while its first
+// publish still waits for the API server (here refusing connections, as
+// when a node's plugin is restarted during an outage) ends that wait by
+// stopping; that is the stop, not a publishing failure, so nothing is
+// counted as a background error or logged as one (the offline demo printed
+// "Publishing ResourceSlices ... DRA plugin was stopped" at every exit).
+func TestStopBeforeTheFirstPublishIsNoError(t *testing.T) {
+	n := newNode(t, "h100x8")
+	n.api = refusingAPI(t)
+	n.restart("h100x8")
+	d := n.driver
+	if d.published.Load() {
+		t.Fatal("published with the API server refusing")
+	}
+	n.in.Stop() // Driver.Stop; the caller's context lives on, as a process's does until main returns
+	select {
+	case <-d.publishStarted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first publish did not return after Stop")
+	}
+	var m dto.Metric
+	if err := d.cfg.Metrics.Errors.WithLabelValues("background").Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 0 {
+		t.Errorf("%v background errors from a stop before the first publish, want 0", got)
 	}
 }
