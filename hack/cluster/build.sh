@@ -48,7 +48,8 @@ build_containerd() {
 # apiextensions_api DIR PREV: Kubernetes 1.38 moved the CustomResourceDefinition
 # types and their generated clients out of k8s.io/apiextensions-apiserver into
 # a new staging module, k8s.io/apiextensions-api, which the Go module proxy
-# does not serve (every version refused, 2026-12-01). Its packages are the
+# did not serve (every version refused, 2026-12-01; v0.38.0-beta.0 served
+# since 2026-12-03, not used until a cold build with it has run). Its packages are the
 # ones k8s.io/apiextensions-apiserver PREV (the previous minor, served)
 # carried under the same names: the v1 and v1beta1 types without their
 # conversions to the internal version (those stay in apiextensions-apiserver
