@@ -100,7 +100,7 @@ func (d *Driver) startPublishing(ctx context.Context, resources resourceslice.Dr
 	// (with the plugin's own context) until its informer has synced,
 	// however long the API server is away.
 	if err := d.helper.PublishResources(ctx, resources); err != nil {
-		if ctx.Err() != nil || d.stopping.Load() {
+		if ctx.Err() != nil { // Stop, or the caller's end
 			logger.V(2).Info("Stopped before the ResourceSlice controller ran", "reason", err)
 			return false
 		}

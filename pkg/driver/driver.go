@@ -117,9 +117,11 @@ type Driver struct {
 	// publishStarted closes once the first publish has returned, started
 	// the controller or not (background.go).
 	publishStarted chan struct{}
-	// stopping is set by Stop before it stops the helper, whose stop ends
-	// a first publish still waiting for the API server: not an error.
-	stopping atomic.Bool
+	// stopBackground ends publishing, the stale-claim check, sharing
+	// supervision and the take-over; Stop calls it before it stops the
+	// helper, whose stop ends a first publish still waiting for the API
+	// server, so that publish sees its context ended, not an error.
+	stopBackground context.CancelFunc
 	// stopHealth ends the health monitor and healthDone closes when it
 	// has: nothing may use NVML after Stop returns, since the caller may
 	// shut NVML down (a real driver then frees the event set's memory).
@@ -283,10 +285,13 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("start kubelet plugin: %w", err)
 	}
 	cfg.Metrics.ObserveRegistration(d.Registered)
+	// The background work ends with Stop, not only with the caller's ctx.
+	bg, stopBackground := context.WithCancel(ctx)
+	d.stopBackground = stopBackground
 	if ref != nil {
-		ref.start(ctx)
+		ref.start(bg)
 	}
-	go d.state.SuperviseSharing(ctx, 5*time.Second)
+	go d.state.SuperviseSharing(bg, 5*time.Second)
 	healthCtx, stopHealth := context.WithCancel(ctx)
 	d.stopHealth, d.healthDone = stopHealth, make(chan struct{})
 	go func() {
@@ -294,8 +299,8 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		d.health.Run(healthCtx)
 	}()
 	d.publishStarted = make(chan struct{})
-	go d.publish(ctx, resources, book, watched)
-	go d.removeStale(ctx)
+	go d.publish(bg, resources, book, watched)
+	go d.removeStale(bg)
 	return d, nil
 }
 
@@ -315,7 +320,7 @@ func sharingConfig(cfg Config) *prepare.SharingConfig {
 // Stop stops serving and waits for the health monitor to let go of NVML;
 // prepared claims stay prepared.
 func (d *Driver) Stop() {
-	d.stopping.Store(true)
+	d.stopBackground()
 	d.helper.Stop()
 	d.stopHealth()
 	<-d.healthDone

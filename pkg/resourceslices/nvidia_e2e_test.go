@@ -45,6 +45,20 @@ func detectLikeTheSuite(t *testing.T, slice string, d resourceapi.Device) suiteG
 	return g
 }
 
+// suiteProductPattern is the pattern the suite's [cel/productName] spec
+// builds from a detected product name (its LowerKebab).
+func suiteProductPattern(product string) string {
+	return strings.ToLower(strings.ReplaceAll(product, "-", " "))
+}
+
+// productNameSelector is the spec's selector for a pattern.
+func productNameSelector(pattern string) string {
+	return fmt.Sprintf("device.attributes['%s'].productName.lowerAscii().matches('^.*%s.*$')", driverName, pattern)
+}
+
+// chartDefaultOptions are the chart's defaults as hack/cluster/deploy.sh installs them.
+var chartDefaultOptions = resourceslices.Options{DynamicMIG: true, FractionalMemory: true, FractionalGPUs: []int{7}}
+
 // TestNVIDIAE2ESuiteSelectors holds in CI what NVIDIA's Ginkgo e2e suite
 // checks of the published devices and the scheduler (hack/nvidia-e2e.sh
 // runs the suite itself on the local cluster; its source is not here). For
@@ -69,8 +83,7 @@ func TestNVIDIAE2ESuiteSelectors(t *testing.T) {
 		opts   resourceslices.Options
 		shares bool
 	}{
-		// The chart's defaults as hack/cluster/deploy.sh installs them.
-		{"default", resourceslices.Options{DynamicMIG: true, FractionalMemory: true, FractionalGPUs: []int{7}}, false},
+		{"default", chartDefaultOptions, false},
 		{"consumable-shares.yaml", resourceslices.Options{DynamicMIG: true, ConsumableShares: resourceslices.ConsumableShares{Mode: resourceslices.SharesUnlimited, Count: resourceslices.DefaultShareCount}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,9 +102,8 @@ func TestNVIDIAE2ESuiteSelectors(t *testing.T) {
 				t.Fatalf("driver version %q as the suite reads it, want 580.105.8", g.driver)
 			}
 			c := schedtest.New(t, driverName, "n1", res)
-			product := strings.ToLower(strings.ReplaceAll(g.product, "-", " "))
 			for name, sel := range map[string]string{
-				"cel/productName":   fmt.Sprintf("%s.lowerAscii().matches('^.*%s.*$')", attr("productName"), product),
+				"cel/productName":   productNameSelector(suiteProductPattern(g.product)),
 				"cel/driverVersion": fmt.Sprintf("%s.compareTo(semver('%s')) >= 0", attr("driverVersion"), g.driver),
 				"cel/memory":        fmt.Sprintf("device.capacity['%s'].memory.compareTo(quantity('%dGi')) >= 0", driverName, g.memGi*9/10),
 			} {
@@ -99,7 +111,7 @@ func TestNVIDIAE2ESuiteSelectors(t *testing.T) {
 					t.Errorf("%s: allocated %v, want one GPU", name, got)
 				}
 			}
-			h300 := schedtest.Request("gpu", "gpu.nvidia.com", 2, attr("productName")+".lowerAscii().matches('^.*h300.*$')")
+			h300 := schedtest.Request("gpu", "gpu.nvidia.com", 2, productNameSelector("h300"))
 			if got := c.Allocate(schedtest.Claim("negative", h300)); got != nil {
 				t.Errorf("negative: h300 allocated %v", schedtest.Devices(got))
 			}
@@ -135,7 +147,6 @@ func TestNVIDIAE2ESuiteSelectors(t *testing.T) {
 // attribute stays NVML's name: users' selectors match what nvidia-smi
 // shows, and rewriting it to suit one test would break them.
 func TestNVIDIAE2ESuiteProductPatternOnDashedNames(t *testing.T) {
-	attr := fmt.Sprintf("device.attributes['%s'].productName", driverName)
 	for _, tc := range []struct {
 		profile, nvmlName string
 		suiteMatches      bool
@@ -146,7 +157,7 @@ func TestNVIDIAE2ESuiteProductPatternOnDashedNames(t *testing.T) {
 	} {
 		t.Run(tc.profile, func(t *testing.T) {
 			_, inv := simulatedNodeOn(t, tc.profile, "580.105.08", r580Cuda)
-			res := resourceslices.Build("n1", inv, resourceslices.Options{DynamicMIG: true, FractionalMemory: true, FractionalGPUs: []int{7}})
+			res := resourceslices.Build("n1", inv, chartDefaultOptions)
 			var g suiteGPU
 			for i, s := range res.Pools["n1"].Slices {
 				if len(s.Devices) > 0 {
@@ -159,10 +170,10 @@ func TestNVIDIAE2ESuiteProductPatternOnDashedNames(t *testing.T) {
 			}
 			c := schedtest.New(t, driverName, "n1", res)
 			allocates := func(pattern string) bool {
-				sel := fmt.Sprintf("%s.lowerAscii().matches('^.*%s.*$')", attr, pattern)
-				return len(schedtest.Devices(c.Allocate(schedtest.Claim("by-product", schedtest.Request("gpu", "gpu.nvidia.com", 1, sel))))) == 1
+				req := schedtest.Request("gpu", "gpu.nvidia.com", 1, productNameSelector(pattern))
+				return len(schedtest.Devices(c.Allocate(schedtest.Claim("by-product", req)))) == 1
 			}
-			if got := allocates(strings.ToLower(strings.ReplaceAll(g.product, "-", " "))); got != tc.suiteMatches {
+			if got := allocates(suiteProductPattern(g.product)); got != tc.suiteMatches {
 				t.Errorf("the suite's pattern for %q allocates: %v, want %v", g.product, got, tc.suiteMatches)
 			}
 			if !allocates(regexp.QuoteMeta(strings.ToLower(g.product))) {
