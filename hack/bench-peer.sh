@@ -18,8 +18,9 @@
 # Env: PAIRS (5), CYCLES (300), CONC (1), QPS (1000; burst the same, both
 # plugins), WARMUP (10).
 # Prints per pair: p50 and p99 of prepare (ms) of each, ours/NVIDIA's p50
-# ratio and the 1-minute load average before and after the pair, then the
-# median ratio, in how many pairs ours was faster, and the commits. The
+# ratio, each one's prepare+unprepare cycles per second and the 1-minute
+# load average before and after the pair, then the median ratios (p50 and
+# cycles/s), in how many pairs ours was faster, and the commits. The
 # order within a pair alternates (NVIDIA first in odd pairs). For this
 # plugin it also prints how many device-status writes were made and
 # skipped (claims unprepared before their write; devicestatus.Gate).
@@ -71,7 +72,7 @@ fi
 devs=(); for i in 0 1 2 3 4 5 6 7; do devs+=(--device "gpu-$i"); done
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
-# run LABEL PAIR writes "p50 p99" of prepare into $work/LABEL-PAIR.res;
+# run LABEL PAIR writes "p50 p99 cycles/s" (prepare ms) into $work/LABEL-PAIR.res;
 # prepbench's JSON and output and the plugin's log stay in $work.
 run() {
   local label=$1 tag=$1-$2 plugin
@@ -93,29 +94,32 @@ run() {
     tail -20 "$work/$tag.log" >&2
     die "$tag failed (log above)"
   fi
-  python3 -c 'import json,sys; x=json.load(open(sys.argv[1]))["prepare_ms"]; print("%.2f %.2f" % (x["p50"], x["p99"]))' "$work/$tag.json" >"$work/$tag.res"
+  python3 -c 'import json,sys; x=json.load(open(sys.argv[1])); print("%.2f %.2f %.1f" % (x["prepare_ms"]["p50"], x["prepare_ms"]["p99"], x["throughput_cycles_per_s"]))' "$work/$tag.json" >"$work/$tag.res"
 }
 
 echo "machine: nproc $(nproc), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 echo "each run: prepbench --n $CYCLES --warmup $WARMUP --concurrency $CONC, 8 devices, --kube-api-qps=$QPS --kube-api-burst=$QPS both"
-printf '%-5s %-18s %-18s %-7s %-18s %s\n' pair "NVIDIA p50/p99" "ours p50/p99" ratio "load before/after" "ours statuses written/skipped"
-ratios=()
+printf '%-5s %-18s %-18s %-7s %-16s %-18s %s\n' pair "NVIDIA p50/p99" "ours p50/p99" ratio "cycles/s NV/ours" "load before/after" "ours statuses written/skipped"
+ratios=() tputs=()
 for p in $(seq 1 "$PAIRS"); do
   before=$(load1)
   if [ $((p % 2)) = 1 ]; then run nvd "$p"; run ours "$p"; else run ours "$p"; run nvd "$p"; fi
-  read -r n50 n99 <"$work/nvd-$p.res"
-  read -r o50 o99 <"$work/ours-$p.res"
+  read -r n50 n99 ncps <"$work/nvd-$p.res"
+  read -r o50 o99 ocps <"$work/ours-$p.res"
   after=$(load1)
   ratio=$(python3 -c "print('%.2f' % ($o50 / $n50))")
   ratios+=("$ratio")
+  tputs+=("$(python3 -c "print('%.2f' % ($ocps / $ncps))")")
   st=$(grep -o 'written=[0-9]* skipped=[0-9]*' "$work/ours-$p/plugin.log" | tail -1 | sed 's/written=//; s/ skipped=/\//')
-  printf '%-5s %-18s %-18s %-7s %-18s %s\n' "$p" "$n50 / $n99" "$o50 / $o99" "$ratio" "$before / $after" "${st:-?}"
+  printf '%-5s %-18s %-18s %-7s %-16s %-18s %s\n' "$p" "$n50 / $n99" "$o50 / $o99" "$ratio" "$ncps / $ocps" "$before / $after" "${st:-?}"
   rm -rf "$work/nvd-$p" "$work/ours-$p"
 done
-python3 - "${ratios[@]}" <<'EOF'
+python3 - "${ratios[*]}" "${tputs[*]}" <<'EOF'
 import statistics, sys
-r = [float(x) for x in sys.argv[1:]]
+r = [float(x) for x in sys.argv[1].split()]
+t = [float(x) for x in sys.argv[2].split()]
 print("median ratio (ours/NVIDIA prepare p50): %.2f over %d pairs; ours faster in %d of %d" % (statistics.median(r), len(r), sum(x < 1 for x in r), len(r)))
+print("median ratio (ours/NVIDIA cycles/s): %.2f over %d pairs; ours higher in %d of %d" % (statistics.median(t), len(t), sum(x > 1 for x in t), len(t)))
 EOF
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "commits: this plugin $ours_commit; NVIDIA's plugin (kubernetes-sigs/dra-driver-nvidia-gpu) $NVD_COMMIT; NVML mock (NVIDIA/k8s-test-infra) $KTI_COMMIT"
