@@ -148,7 +148,7 @@ bench-api: ## Prepare/unprepare p50/p99 and cycles/s against a real kube-apiserv
 # Not in .ci/run: needs NVIDIA's plugin and NVML mock built under PEER (/tmp/peer) as
 # ../shared/tools/peer-nvd/README.md says. Env: PAIRS (5), CYCLES (300), CONC (1), QPS (1000), REV, OURS.
 .PHONY: bench-peer
-bench-peer: ## Prepare p50/p99 of this plugin and NVIDIA's reference plugin under prepbench (real etcd + kube-apiserver) in interleaved pairs, ratio per pair, median, load average, commits
+bench-peer: ## Prepare p50/p99 and cycles/s of this plugin and NVIDIA's reference plugin under prepbench (real etcd + kube-apiserver) in interleaved pairs, ratios per pair, medians, load average, commits
 	hack/bench-peer.sh
 
 allocator-patches: ## Apply hack/allocator/series to the v1.37 allocator (a module-cache copy) and run its own tests (this project's allocation tests too when go.mod links that version)
